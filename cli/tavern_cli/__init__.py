@@ -1,0 +1,1 @@
+"""The `tavern` command: run, inspect and operate AgentTavern."""

@@ -1,0 +1,32 @@
+"""Entry point of the `tavern` command: one sub-command per module under `tavern_cli.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from tavern_cli.commands import REGISTRY
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tavern", description="AgentTavern: event-sourced agent runtime with governed memory."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, configure, _run) in REGISTRY.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        sys.exit(2)
+    _help, _configure, run = REGISTRY[args.command]
+    if extra and not getattr(args, "accepts_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    runner: Callable[[argparse.Namespace, list[str]], int] = run
+    sys.exit(runner(args, extra))

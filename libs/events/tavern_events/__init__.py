@@ -1,0 +1,1 @@
+"""AgentTavern's public event contract: models, subjects and streams."""

@@ -1,0 +1,1 @@
+"""Shared plumbing of AgentTavern services: settings, logging, errors, connections, servers."""

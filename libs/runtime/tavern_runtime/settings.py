@@ -1,0 +1,31 @@
+"""Settings shared by every process, read from `TAVERN_*` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TavernSettings(BaseSettings):
+    """The shared keys. Services subclass this and add keys with their own prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="TAVERN_", extra="ignore", frozen=True)
+
+    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS servers, comma separated")
+    database_url: str = Field(default="", description="Postgres DSN; empty = embedded server")
+    log_level: str = "INFO"
+    log_format: Literal["auto", "json", "console"] = "auto"
+    data_dir: Path = Path(".tavern")
+    nats_user: str = ""
+    nats_password: str = ""
+    stream_replicas: int = Field(default=1, ge=1, le=5)
+    health_host: str = "127.0.0.1"
+    health_port: int = Field(default=0, ge=0, le=65535, description="0 = no HTTP health endpoint")
+    shutdown_grace_s: float = 15.0
+
+    @property
+    def nats_servers(self) -> list[str]:
+        return [s.strip() for s in self.nats_url.split(",") if s.strip()]

@@ -1,0 +1,1 @@
+"""AgentTavern consolidator service."""

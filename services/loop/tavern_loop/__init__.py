@@ -1,0 +1,1 @@
+"""AgentTavern loop service."""

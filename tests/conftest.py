@@ -1,0 +1,106 @@
+"""The real-server harness: one nats-server and one PostgreSQL per test run, on free ports.
+
+Set TAVERN_TEST_NATS_URL / TAVERN_TEST_DATABASE_URL to use servers of your own instead.
+Each test that asks for `nats_url` gets its own fresh nats-server (they start in ~60 ms), and
+each test that asks for `database_url` gets a fresh database, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
+
+warnings.filterwarnings("ignore", module="platformdirs")
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tavern-run")
+
+
+@pytest.fixture(scope="session")
+def postgres_server(run_dir: Path) -> Iterator[str]:
+    """DSN of the run's PostgreSQL (its `tavern` database is not used by tests directly)."""
+    external = os.environ.get("TAVERN_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    server = EmbeddedPostgres(run_dir / "postgres")
+    server.start()
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
+
+
+def _with_database(dsn: str, database: str) -> str:
+    base, _, _ = dsn.rpartition("/")
+    return f"{base}/{database}"
+
+
+@pytest.fixture
+async def database_url(postgres_server: str) -> AsyncIterator[str]:
+    """A fresh, empty database for this test only."""
+    import asyncpg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    finally:
+        await admin.close()
+    yield _with_database(postgres_server, name)
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """A fresh JetStream server (embedded config: `sync_interval: always`) for this test."""
+    server = EmbeddedNats(tmp_path / "nats")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def nats_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """URL of a JetStream server with no tavern streams on it."""
+    external = os.environ.get("TAVERN_TEST_NATS_URL")
+    if external:
+        await _clear_tavern_streams(external)
+        yield external
+        return
+    server: EmbeddedNats = request.getfixturevalue("nats_server")
+    yield server.url
+
+
+async def _clear_tavern_streams(url: str) -> None:
+    """On a bring-your-own test server: delete the streams and buckets a previous test left."""
+    import nats
+
+    from tavern_events import streams
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        for name in [s.name for s in streams.ALL] + ["KV_tavern_leases"]:
+            try:
+                await js.delete_stream(name)
+            except Exception:  # noqa: BLE001 - absent is fine
+                await asyncio.sleep(0)
+    finally:
+        await nc.close()
