@@ -6,7 +6,7 @@ Models are frozen. Readers are tolerant (`extra="ignore"`); writers emit only de
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -126,10 +126,15 @@ class AssetEvent(Model):
     payload: Any = None
 
 
+Envelope: TypeAlias = SessionEvent | InputCommand | LedgerFact | AssetEvent
+"""Any contract event, typed by its envelope (each concrete event subclasses one of these)."""
+
+
 __all__ = [
     "ID_PATTERN",
     "AssetEvent",
     "EmptyPayload",
+    "Envelope",
     "Id",
     "InputCommand",
     "LedgerFact",
