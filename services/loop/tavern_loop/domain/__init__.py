@@ -1,0 +1,1 @@
+"""Pure rules of the agent loop: no IO, no clock, no random ids."""

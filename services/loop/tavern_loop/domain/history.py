@@ -1,0 +1,137 @@
+"""`derive_messages(log)`: the model-visible history, folded from the session log alone.
+
+Same log, same messages. Only user/message, assistant/message, tool/result and
+context/compacted shape the history; everything else (chunks, boundaries, requests) does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tavern_events.context import ContextCompacted
+from tavern_events.envelope import SessionEvent
+from tavern_events.message import AssistantMessage, UserMessage
+from tavern_events.tool import ToolResult
+from tavern_loop.domain.pruner import PrunerConfig, prune_text
+
+CHECKPOINT_PREAMBLE = (
+    "This is an automatically generated checkpoint condensing an earlier span of the "
+    "conversation to free up context. Treat the captured context as established background and "
+    "build on it without restating it. Continue the task directly from the messages that "
+    "follow, without acknowledging this checkpoint."
+)
+
+Message = dict[str, Any]
+
+
+@dataclass
+class _Entry:
+    seq: int
+    message: Message
+    call_ids: tuple[str, ...] = ()  # assistant: the calls it made
+    result_of: str | None = None  # tool: the call it answers
+
+
+@dataclass
+class _Surface:
+    entries: list[_Entry] = field(default_factory=list)
+    summary: str | None = None
+
+    def apply(self, event: SessionEvent) -> None:
+        if isinstance(event, UserMessage):
+            self.entries.append(_Entry(event.seq, {"role": "user", "content": event.payload.text}))
+        elif isinstance(event, AssistantMessage):
+            self._assistant(event)
+        elif isinstance(event, ToolResult):
+            message = {
+                "role": "tool",
+                "tool_call_id": event.payload.call_id,
+                "content": event.payload.content,
+            }
+            self.entries.append(_Entry(event.seq, message, result_of=event.payload.call_id))
+        elif isinstance(event, ContextCompacted):
+            self._compacted(event)
+
+    def _assistant(self, event: AssistantMessage) -> None:
+        payload = event.payload
+        calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in payload.tool_calls
+        ]
+        if not payload.content and not calls:
+            return  # an empty answer only hosts usage
+        message: Message = {"role": "assistant", "content": payload.content or None}
+        if calls:
+            message["tool_calls"] = calls
+        ids = tuple(c.id for c in payload.tool_calls)
+        self.entries.append(_Entry(event.seq, message, call_ids=ids))
+
+    def _compacted(self, event: ContextCompacted) -> None:
+        payload = event.payload
+        if payload.strategy == "summary" and payload.summary and payload.replaces_through_seq:
+            cut = payload.replaces_through_seq
+            self.entries = [e for e in self.entries if e.seq > cut]
+            self.summary = payload.summary
+        elif payload.strategy == "prune" and payload.pruning is not None:
+            rule = payload.pruning
+            config = PrunerConfig(rule.threshold_chars, rule.head_chars, rule.tail_chars)
+            pruned = set(payload.pruned_call_ids)
+            for entry in self.entries:
+                if entry.result_of in pruned:
+                    text = prune_text(str(entry.message["content"]), config)
+                    if text is not None:
+                        entry.message = {**entry.message, "content": text}
+
+    def messages(self) -> list[Message]:
+        answered = {e.result_of for e in self.entries if e.result_of}
+        asked = {cid for e in self.entries for cid in e.call_ids}
+        out: list[Message] = []
+        if self.summary:
+            content = f"{CHECKPOINT_PREAMBLE}\n\n<compacted-summary>\n{self.summary}\n</compacted-summary>"
+            out.append({"role": "user", "content": content})
+        for entry in self.entries:
+            message = _paired(entry, asked, answered)
+            if message is not None:
+                out.append(message)
+        return out
+
+
+def _paired(entry: _Entry, asked: set[str], answered: set[str]) -> Message | None:
+    """Drop the halves of a tool call whose other half is not in history: never separate them."""
+    if entry.result_of is not None:
+        return entry.message if entry.result_of in asked else None
+    if not entry.call_ids:
+        return entry.message
+    calls = [c for c in entry.message["tool_calls"] if c["id"] in answered]
+    if len(calls) == len(entry.call_ids):
+        return entry.message
+    message = {k: v for k, v in entry.message.items() if k != "tool_calls"}
+    if calls:
+        message["tool_calls"] = calls
+    return message if message.get("content") or calls else None
+
+
+def derive_messages(log: Iterable[SessionEvent]) -> list[Message]:
+    """The model history of a session log (system prompt and tool schemas are not included)."""
+    surface = _Surface()
+    for event in log:
+        surface.apply(event)
+    return surface.messages()
+
+
+def history_cut_points(log: Iterable[SessionEvent]) -> list[int]:
+    """Seqs after which history can be cut without separating a tool call from its result."""
+    open_calls: set[str] = set()
+    cuts: list[int] = []
+    for event in log:
+        if isinstance(event, AssistantMessage):
+            open_calls.update(c.id for c in event.payload.tool_calls)
+        elif isinstance(event, ToolResult):
+            open_calls.discard(event.payload.call_id)
+        else:
+            continue
+        if not open_calls:
+            cuts.append(event.seq)
+    return cuts

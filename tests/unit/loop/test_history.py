@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+from tavern_events.context import ContextCompacted, ContextCompactedPayload, PruningRule
+from tavern_events.envelope import SessionEvent
+from tavern_events.message import (
+    AssistantMessage,
+    AssistantMessagePayload,
+    UserMessage,
+    UserMessagePayload,
+)
+from tavern_events.parts import ClaimedInput, ToolCallPart
+from tavern_events.step import StepStarted, StepStartedPayload
+from tavern_events.tool import ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
+from tavern_events.turn import TurnStarted, TurnStartedPayload
+from tavern_loop.domain.drafts import Drafter
+from tavern_loop.domain.history import CHECKPOINT_PREAMBLE, derive_messages, history_cut_points
+from tavern_loop.domain.repair import repair_events
+from tavern_loop.domain.state import fold
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Log:
+    """Builds a log with gapless seqs."""
+
+    def __init__(self) -> None:
+        counter = itertools.count(1)
+        self.draft = Drafter("s1", clock=lambda: T0, new_id=lambda: f"e{next(counter)}")
+        self.events: list[SessionEvent] = []
+
+    def add(self, cls: type[SessionEvent], payload: object, **kw: object) -> SessionEvent:
+        event = self.draft(cls, payload, seq=len(self.events) + 1, **kw)
+        self.events.append(event)
+        return event
+
+
+def user(log: Log, text: str) -> None:
+    log.add(UserMessage, UserMessagePayload(text=text), source="user")
+
+
+def assistant(log: Log, text: str, *calls: str) -> None:
+    parts = tuple(ToolCallPart(id=c, name="t", arguments="{}") for c in calls)
+    log.add(AssistantMessage, AssistantMessagePayload(content=text, tool_calls=parts))
+
+
+def result(log: Log, call_id: str, content: str = "ok") -> None:
+    log.add(ToolResult, ToolResultPayload(call_id=call_id, name="t", ok=True, content=content))
+
+
+def test_derive_messages_maps_the_conversation_in_order() -> None:
+    log = Log()
+    user(log, "hi")
+    assistant(log, "", "c1")
+    result(log, "c1", "42")
+    assistant(log, "the answer is 42")
+    assert derive_messages(log.events) == [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "42"},
+        {"role": "assistant", "content": "the answer is 42"},
+    ]
+
+
+def test_derive_messages_is_deterministic_and_skips_empty_answers() -> None:
+    log = Log()
+    user(log, "hi")
+    assistant(log, "")
+    assert derive_messages(log.events) == derive_messages(list(log.events))
+    assert derive_messages(log.events) == [{"role": "user", "content": "hi"}]
+
+
+def test_a_tool_call_is_never_separated_from_its_result() -> None:
+    log = Log()
+    user(log, "go")
+    assistant(log, "working", "c1", "c2")
+    result(log, "c1")
+    messages = derive_messages(log.events)
+    assert messages[1]["tool_calls"][0]["id"] == "c1"
+    assert len(messages[1]["tool_calls"]) == 1
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+
+
+def test_summary_compaction_replaces_the_prefix_without_editing_the_log() -> None:
+    log = Log()
+    user(log, "old question")
+    assistant(log, "old answer")
+    payload = ContextCompactedPayload(
+        strategy="summary",
+        trigger="pressure",
+        summary="S",
+        replaces_through_seq=2,
+        tokens_before=10,
+        tokens_after=5,
+    )
+    log.add(ContextCompacted, payload)
+    user(log, "new question")
+    messages = derive_messages(log.events)
+    assert messages[0]["content"].startswith(CHECKPOINT_PREAMBLE)
+    assert "<compacted-summary>\nS\n</compacted-summary>" in messages[0]["content"]
+    assert messages[1:] == [{"role": "user", "content": "new question"}]
+    assert len(log.events) == 4
+
+
+def test_prune_compaction_replays_the_recorded_rule() -> None:
+    log = Log()
+    user(log, "go")
+    assistant(log, "", "c1")
+    result(log, "c1", "a" * 100 + "b" * 100)
+    rule = PruningRule(threshold_chars=80, head_chars=10, tail_chars=5)
+    payload = ContextCompactedPayload(
+        strategy="prune",
+        trigger="pressure",
+        pruned_call_ids=("c1",),
+        pruning=rule,
+        tokens_before=60,
+        tokens_after=20,
+    )
+    log.add(ContextCompacted, payload)
+    tool = derive_messages(log.events)[2]
+    assert tool["content"] == "a" * 10 + rule.marker + "b" * 5
+
+
+def test_cut_points_only_fall_where_no_call_is_open() -> None:
+    log = Log()
+    user(log, "go")
+    assistant(log, "", "c1")
+    result(log, "c1")
+    assistant(log, "done")
+    assert history_cut_points(log.events) == [3, 4]
+
+
+def test_state_folds_cursor_from_turn_and_step_claims() -> None:
+    log = Log()
+    log.add(
+        TurnStarted,
+        TurnStartedPayload(claimed=(ClaimedInput(input_id="i1", stream_seq=4),)),
+        turn=1,
+    )
+    log.add(
+        StepStarted,
+        StepStartedPayload(claimed=(ClaimedInput(input_id="i2", stream_seq=9),)),
+        turn=1,
+        step=1,
+    )
+    state = fold("s1", log.events)
+    assert state.input_cursor == 9
+    assert state.claimed_ids == {"i1", "i2"}
+    assert state.open_turn is not None
+    assert state.open_turn.step_open
+
+
+def test_repair_closes_an_interrupted_turn_with_synthetic_results() -> None:
+    log = Log()
+    log.add(TurnStarted, TurnStartedPayload(), turn=1)
+    log.add(StepStarted, StepStartedPayload(), turn=1, step=1)
+    assistant(log, "", "c1", "c2")
+    log.add(ToolCall, ToolCallPayload(call_id="c1", name="t", arguments="{}"), turn=1, step=1)
+    state = fold("s1", log.events)
+    repaired = repair_events(state, log.draft)
+    assert [e.type for e in repaired] == ["tool/result", "tool/result", "step/end", "turn/end"]
+    codes = [e.payload.error.code for e in repaired[:2]]  # type: ignore[attr-defined]
+    assert codes == ["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"]
+    end = repaired[-1].payload
+    assert (end.outcome, end.reason, end.steps) == ("failed", "interrupted", 1)  # type: ignore[attr-defined]
+    for event in repaired:
+        state.apply(event.model_copy(update={"seq": state.last_seq + 1}))
+    assert state.open_turn is None
+    assert repair_events(state, log.draft) == []
