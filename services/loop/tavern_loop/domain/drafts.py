@@ -36,4 +36,5 @@ class Drafter:
             "payload": payload,
         }
         fields.update(envelope)
-        return cls(**fields)
+        event: E = cls.model_validate(fields)
+        return event

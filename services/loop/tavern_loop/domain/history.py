@@ -89,8 +89,7 @@ class _Surface:
         asked = {cid for e in self.entries for cid in e.call_ids}
         out: list[Message] = []
         if self.summary:
-            content = f"{CHECKPOINT_PREAMBLE}\n\n<compacted-summary>\n{self.summary}\n</compacted-summary>"
-            out.append({"role": "user", "content": content})
+            out.append({"role": "user", "content": checkpoint_text(self.summary)})
         for entry in self.entries:
             message = _paired(entry, asked, answered)
             if message is not None:
@@ -111,6 +110,11 @@ def _paired(entry: _Entry, asked: set[str], answered: set[str]) -> Message | Non
     if calls:
         message["tool_calls"] = calls
     return message if message.get("content") or calls else None
+
+
+def checkpoint_text(summary: str) -> str:
+    """The user message that stands in for a compacted span of history."""
+    return f"{CHECKPOINT_PREAMBLE}\n\n<compacted-summary>\n{summary}\n</compacted-summary>"
 
 
 def derive_messages(log: Iterable[SessionEvent]) -> list[Message]:
