@@ -38,7 +38,13 @@ def tool(
     parallel_safe: bool = False,
     timeout_s: float | None = None,
 ) -> Tool:
-    spec = ToolSpec(name, f"the {name} tool", parameters or OBJECT, parallel_safe, timeout_s)
+    spec = ToolSpec(
+        name,
+        f"the {name} tool",
+        OBJECT if parameters is None else parameters,
+        parallel_safe,
+        timeout_s,
+    )
     return Tool(spec, handler)
 
 

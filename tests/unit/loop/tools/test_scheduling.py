@@ -3,6 +3,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tavern_loop.tools import ToolContext, ToolLimits, ToolOutput, ToolPipeline, ToolRegistry
 from tests.support import eventually
 from tests.unit.loop.tools.recording import Recorder, call, echo, tool
@@ -173,3 +175,25 @@ async def test_the_context_carries_the_binding_and_the_cancel_event() -> None:
     assert seen[0].session_id == "s1"
     assert seen[0].binding == {"scope": "test"}
     assert seen[0].cancelled is rec.cancelled
+
+
+async def test_cancelling_the_run_itself_cancels_its_tool_tasks() -> None:
+    stopped = asyncio.Event()
+
+    async def stuck(args: Any, ctx: ToolContext) -> ToolOutput:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+        raise AssertionError("unreachable")
+
+    rec = Recorder()
+    running = asyncio.create_task(
+        rec.run(ToolPipeline(ToolRegistry([tool("t", stuck)])), call("a", "t"))
+    )
+    await eventually(lambda: rec.started)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await asyncio.wait_for(stopped.wait(), 1)
+    assert rec.results == []
