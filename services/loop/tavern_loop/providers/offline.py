@@ -1,0 +1,228 @@
+"""The `offline` provider: a deterministic stand-in for a language model (demo and tests).
+
+Same messages in, same reply out: no network, no clock, no randomness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from tavern_loop.providers.base import (
+    ChatRequest,
+    ProviderError,
+    StreamDelta,
+    StreamItem,
+    ToolCallDelta,
+    Usage,
+    assemble,
+)
+from tavern_loop.providers.phrases import (
+    Recalled,
+    ToolRequest,
+    is_question,
+    is_recall,
+    matching,
+    message_text,
+    recalled_lines,
+    remember_topic,
+    tool_requests,
+)
+
+NAME = "offline"
+MODEL = "offline-1"
+CONTEXT_WINDOW = 32_768
+WORDS_PER_DELTA = 8
+CHARS_PER_TOKEN = 4
+QUOTE_LIMIT = 200
+RESULT_PREVIEW = 120
+STAND_IN_NOTE = "(offline stand-in: I echo, recall and call tools on request; I am not a model.)"
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    calls: tuple[ToolRequest, ...] = ()
+
+
+class OfflineProvider:
+    """A clearly labelled, deterministic stand-in; it is NOT a language model.
+
+    It answers the last user message by quoting it, cites recalled context (user messages that
+    start with "[memory]"/"[recall]" or hold "- [source] text" lines) for questions, calls
+    offered tools when asked in plain words (see `phrases.tool_requests`), and after tool results
+    writes a one-line summary with no further call, so turns end. Every final message carries
+    `offline=True`.
+    """
+
+    name = NAME
+    offline = True
+
+    def context_window(self, model: str) -> int:
+        return CONTEXT_WINDOW
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
+        for item in respond(request):
+            await asyncio.sleep(0)  # a real suspension point, so cancellation lands between deltas
+            yield item
+
+
+def respond(request: ChatRequest) -> list[StreamItem]:
+    """The whole reply to `request` as stream items: deltas, then the final message."""
+    prompt = prompt_tokens(request)
+    if prompt > CONTEXT_WINDOW:
+        raise ProviderError(
+            "context_overflow",
+            f"maximum context length is {CONTEXT_WINDOW} tokens, the request has about {prompt}",
+            status=400,
+        )
+    reply = compose(request.messages, offered_tools(request.tools))
+    text, finish = _bounded(reply.text, request.max_tokens)
+    deltas = text_deltas(text) + call_deltas(reply.calls, call_ids(request.messages, reply.calls))
+    completion = max(1, math.ceil(sum(_delta_chars(d) for d in deltas) / CHARS_PER_TOKEN))
+    usage = Usage(prompt, completion, prompt + completion)
+    final = assemble(
+        deltas, finish_reason=finish, usage=usage, provider=NAME, model=MODEL, offline=True
+    )
+    return [*deltas, final]
+
+
+def offered_tools(tools: list[dict[str, Any]]) -> set[str]:
+    return {t.get("function", {}).get("name", "") for t in tools} - {""}
+
+
+def prompt_tokens(request: ChatRequest) -> int:
+    """About one token per four characters of the serialised messages and tool schemas."""
+    chars = len(json.dumps(request.messages, ensure_ascii=False, default=str))
+    if request.tools:
+        chars += len(json.dumps(request.tools, ensure_ascii=False, default=str))
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
+    """Decide the reply from the conversation alone."""
+    said = [m for m in messages if m.get("role") != "system" and not is_recall(m)]
+    last = said[-1] if said else {}
+    if last.get("role") == "tool":
+        return Reply(text=summarise_results(messages))
+    if last.get("role") != "user":
+        return Reply(text="There is nothing new to answer. " + STAND_IN_NOTE)
+    recalled = recalled_context(messages)
+    return reply_to(message_text(last), offered, recalled)
+
+
+def reply_to(text: str, offered: set[str], recalled: list[Recalled]) -> Reply:
+    requests = tool_requests(text)
+    calls = tuple(r for r in requests if r.tool in offered)
+    if calls:
+        return Reply(calls=calls)
+    refused = sorted({r.tool for r in requests if r.explicit})
+    if refused:
+        names = ", ".join(refused)
+        return Reply(text=f"I cannot call {names}: not among the tools offered to me.")
+    return Reply(text=answer(text, recalled))
+
+
+def recalled_context(messages: list[dict[str, Any]]) -> list[Recalled]:
+    """Recalled lines, most recent message first, each line once."""
+    seen: dict[Recalled, None] = {}
+    for message in reversed(messages):
+        if is_recall(message):
+            seen.update(dict.fromkeys(recalled_lines(message)))
+    return list(seen)
+
+
+def answer(text: str, recalled: list[Recalled]) -> str:
+    """Recount memories, cite recalled lines that match a question, or acknowledge."""
+    said = " ".join(text.split())
+    topic = remember_topic(said)
+    if topic is not None:
+        return _recount(topic, recalled)
+    if not is_question(said):
+        return f'You said: "{_quote(said)}". {STAND_IN_NOTE}'
+    hits = matching(said, recalled)
+    if hits:
+        return "From what I recall: " + "; ".join(r.cite() for r in hits) + "."
+    return f'You asked: "{_quote(said)}". Nothing I recall answers that. {STAND_IN_NOTE}'
+
+
+def _recount(topic: str, recalled: list[Recalled]) -> str:
+    lines = matching(topic, recalled) if topic else recalled[:5]
+    if lines:
+        return "I remember: " + "; ".join(r.cite() for r in lines) + "."
+    return f'I remember nothing about "{topic}".' if topic else "I remember nothing yet."
+
+
+def summarise_results(messages: list[dict[str, Any]]) -> str:
+    """'Done: tool -> result preview; ...' for the results after the last tool-calling turn."""
+    names: dict[str, str] = {}
+    results: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            names = {
+                c.get("id", ""): c.get("function", {}).get("name", "?")
+                for c in message["tool_calls"]
+            }
+            results = []
+        elif message.get("role") == "tool":
+            results.append(message)
+    parts = [f"{names.get(r.get('tool_call_id', ''), 'tool')} -> {_preview(r)}" for r in results]
+    return "Done: " + "; ".join(parts)
+
+
+def _preview(message: dict[str, Any]) -> str:
+    text = " ".join(message_text(message).split()) or "(empty)"
+    return text if len(text) <= RESULT_PREVIEW else text[:RESULT_PREVIEW] + "…"
+
+
+def _quote(text: str) -> str:
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "…"
+
+
+def _bounded(text: str, max_tokens: int | None) -> tuple[str, str | None]:
+    """Cut the text at `max_tokens` (finish reason "length"), like a real model would."""
+    if max_tokens is None or math.ceil(len(text) / CHARS_PER_TOKEN) <= max_tokens:
+        return text, None
+    return text[: max_tokens * CHARS_PER_TOKEN], "length"
+
+
+def text_deltas(text: str) -> list[StreamDelta]:
+    words = re.findall(r"\S+\s*", text)
+    return [
+        StreamDelta(text="".join(words[i : i + WORDS_PER_DELTA]))
+        for i in range(0, len(words), WORDS_PER_DELTA)
+    ]
+
+
+def call_ids(messages: list[dict[str, Any]], calls: tuple[ToolRequest, ...]) -> list[str]:
+    """`call_<n>_<hash>`: the hash covers the conversation, so ids differ from step to step."""
+    history = json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str)
+    ids = []
+    for index, call in enumerate(calls):
+        seed = f"{history}\x00{index}\x00{call.tool}\x00{call.arguments}"
+        ids.append(f"call_{index}_{hashlib.sha256(seed.encode()).hexdigest()[:10]}")
+    return ids
+
+
+def call_deltas(calls: tuple[ToolRequest, ...], ids: list[str]) -> list[StreamDelta]:
+    """Each call in two fragments (head with id and name, then the rest of the arguments)."""
+    deltas = []
+    for index, (call, call_id) in enumerate(zip(calls, ids, strict=True)):
+        half = len(call.arguments) // 2
+        head = ToolCallDelta(index, call_id, call.tool, call.arguments[:half])
+        deltas += [
+            StreamDelta(tool_calls=(head,)),
+            StreamDelta(tool_calls=(ToolCallDelta(index, arguments_delta=call.arguments[half:]),)),
+        ]
+    return deltas
+
+
+def _delta_chars(delta: StreamDelta) -> int:
+    calls = sum(len(c.name or "") + len(c.arguments_delta) for c in delta.tool_calls)
+    return len(delta.text) + calls

@@ -1,0 +1,147 @@
+"""Server-sent events of an OpenAI-compatible chat completion, decoded into stream items.
+
+Pure and incremental: lines in, `StreamDelta`s out, then one `FinalMessage`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tavern_loop.providers.base import (
+    FinalMessage,
+    ProviderError,
+    StreamDelta,
+    ToolCallDelta,
+    Usage,
+    assemble,
+)
+from tavern_loop.providers.failures import error_for_chunk
+
+DONE = "[DONE]"
+
+
+class SseDecoder:
+    """Collects `data:` lines; a blank line ends an event (comments and other fields ignored)."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> str | None:
+        """Feed one line without its ending; return the event's data when the event ends."""
+        if not line:
+            return self.flush()
+        field, _, value = line.partition(":")
+        if field == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+    def flush(self) -> str | None:
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        return data
+
+
+@dataclass(frozen=True)
+class ChunkParts:
+    delta: StreamDelta | None
+    finish_reason: str | None
+    usage: Usage | None
+
+
+def arguments_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _tool_delta(raw: dict[str, Any], position: int) -> ToolCallDelta:
+    function = raw.get("function") or {}
+    index = raw.get("index")
+    return ToolCallDelta(
+        index=index if isinstance(index, int) else position,
+        id=raw.get("id") or None,
+        name=function.get("name") or None,
+        arguments_delta=arguments_text(function.get("arguments")),
+    )
+
+
+def parse_usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt = int(raw.get("prompt_tokens") or 0)
+    completion = int(raw.get("completion_tokens") or 0)
+    total = int(raw.get("total_tokens") or prompt + completion)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def parse_chunk(chunk: dict[str, Any]) -> ChunkParts:
+    """One `chat.completion.chunk`: its delta (None when empty), finish reason and usage.
+
+    Reasoning is `reasoning_content` (DeepSeek) or `reasoning` (vLLM, OpenRouter).
+    """
+    choices = chunk.get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    raw = choice.get("delta") or {}
+    delta = StreamDelta(
+        text=raw.get("content") or "",
+        reasoning=raw.get("reasoning_content") or raw.get("reasoning") or "",
+        tool_calls=tuple(_tool_delta(t, i) for i, t in enumerate(raw.get("tool_calls") or [])),
+    )
+    empty = not (delta.text or delta.reasoning or delta.tool_calls)
+    return ChunkParts(
+        delta=None if empty else delta,
+        finish_reason=choice.get("finish_reason") or None,
+        usage=parse_usage(chunk.get("usage")),
+    )
+
+
+class CompletionStream:
+    """The state of one streamed completion: feed event data, collect deltas, finish."""
+
+    def __init__(self) -> None:
+        self.deltas: list[StreamDelta] = []
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.done = False
+
+    @property
+    def complete(self) -> bool:
+        """`[DONE]` arrived, or a finish reason did (some servers never send `[DONE]`)."""
+        return self.done or self.finish_reason is not None
+
+    def feed(self, data: str) -> StreamDelta | None:
+        """Take one event's data; return the delta to pass on, if any."""
+        if data.strip() == DONE:
+            self.done = True
+            return None
+        chunk = _decode_chunk(data)
+        if "error" in chunk:
+            raise error_for_chunk(chunk)
+        parts = parse_chunk(chunk)
+        self.finish_reason = parts.finish_reason or self.finish_reason
+        self.usage = parts.usage or self.usage
+        if parts.delta is not None:
+            self.deltas.append(parts.delta)
+        return parts.delta
+
+    def final(self, provider: str, model: str) -> FinalMessage:
+        return assemble(
+            self.deltas,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            provider=provider,
+            model=model,
+        )
+
+
+def _decode_chunk(data: str) -> dict[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        chunk = None
+    if not isinstance(chunk, dict):
+        raise ProviderError("server_error", f"malformed stream chunk ({len(data)} chars)")
+    return chunk
