@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -11,14 +12,16 @@ import structlog
 _FASTSTREAM_NOISE = ("is being executed", "callback for Task")
 
 
-def _drop_noise(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def _drop_noise(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     message = str(event_dict.get("event", ""))
     if any(noise in message for noise in _FASTSTREAM_NOISE):
         raise structlog.DropEvent
     return event_dict
 
 
-def _flatten_extra(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def _flatten_extra(
+    _: Any, __: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
     extra = event_dict.pop("extra", None)
     if isinstance(extra, dict):
         event_dict.update({k: v for k, v in extra.items() if v})
@@ -43,7 +46,9 @@ def configure_logging(service: str, level: str = "INFO", fmt: str = "auto") -> N
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
-            structlog.processors.dict_tracebacks if json_out else structlog.processors.format_exc_info,
+            structlog.processors.dict_tracebacks
+            if json_out
+            else structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

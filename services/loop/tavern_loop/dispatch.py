@@ -1,0 +1,145 @@
+"""Dispatch: a durable pull consumer over every session's inputs that only wakes sessions.
+
+For each input it makes sure some replica runs the session (taking the lease when it is free)
+and acks once the session's log records the input as claimed. While it waits it tells the
+server the message is in progress, so a crashed replica's inputs are redelivered to another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from tavern_events import subjects
+from tavern_events.envelope import InputCommand
+from tavern_events.errors import ContractError, UnknownEventError
+from tavern_events.input import CancelInput
+from tavern_events.streams import SESSIONS
+from tavern_events.subjects import InvalidIdError
+from tavern_events.union import decode
+from tavern_loop.lease import Leases
+from tavern_loop.runner import SessionRunner
+from tavern_runtime import dlq
+from tavern_runtime.logs import get_logger
+from tavern_runtime.provision import ConsumerSpec
+
+log = get_logger(__name__)
+
+DURABLE = "loop-dispatch"
+SERVICE = "loop"
+POLL_S = 0.5
+HEARTBEAT_S = 5.0
+
+MakeRunner = Callable[[str, Leases], SessionRunner | None]
+
+
+async def claimed_in_log(js: JetStreamContext, session_id: str, stream_seq: int) -> bool:
+    """Whether the session's last turn/start or step/start claims `stream_seq` or later."""
+    for name in ("turn.start", "step.start"):
+        subject = f"{subjects.ROOT}.session.{session_id}.{name}"
+        try:
+            msg = await js.get_msg(SESSIONS.name, subject=subject, direct=True)
+        except NotFoundError:
+            continue
+        claimed = json.loads(msg.data or b"{}").get("payload", {}).get("claimed", [])
+        if any(int(c.get("stream_seq", 0)) >= stream_seq for c in claimed):
+            return True
+    return False
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        nc: Client,
+        leases: Leases,
+        start_runner: Callable[[str], asyncio.Future[SessionRunner] | None],
+        runners: dict[str, SessionRunner],
+        concurrency: int = 512,
+    ) -> None:
+        self._nc, self._js, self._leases = nc, nc.jetstream(), leases
+        self._start_runner, self._runners = start_runner, runners
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        sub = await self._js.pull_subscribe(subjects.INPUTS_ALL, durable=DURABLE, stream="INPUTS")
+        while not self._stopping.is_set():
+            try:
+                msgs = await sub.fetch(64, timeout=1.0)
+            except (TimeoutError, NatsTimeout):
+                continue
+            for msg in msgs:
+                await self._slots.acquire()
+                task = asyncio.create_task(self._handle(msg))
+                self._tasks.add(task)
+                task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _handle(self, msg: Msg) -> None:
+        try:
+            session_id = subjects.session_id_of(msg.subject)
+            command = decode(msg.data, InputCommand)
+            if command.session_id != session_id:
+                raise ContractError("input session_id does not match its subject")
+        except (ContractError, UnknownEventError, InvalidIdError) as exc:
+            await dlq.dead_letter(
+                self._js, msg, service=SERVICE, consumer=DURABLE, reason=str(exc), error=exc
+            )
+            return
+        if isinstance(command, CancelInput):
+            runner = self._runners.get(session_id)
+            if runner is not None:
+                runner.cancel.set()
+            await msg.ack()
+            return
+        await self._until_claimed(msg, session_id, msg.metadata.sequence.stream)
+
+    async def _until_claimed(self, msg: Msg, session_id: str, stream_seq: int) -> None:
+        beat = asyncio.get_running_loop().time()
+        while True:
+            runner = self._runners.get(session_id)
+            if runner is not None and runner.claimed(stream_seq):
+                break
+            if runner is None and await claimed_in_log(self._js, session_id, stream_seq):
+                break
+            if runner is None:
+                self._start_runner(session_id)
+            await asyncio.sleep(POLL_S)
+            now = asyncio.get_running_loop().time()
+            if now - beat > HEARTBEAT_S:
+                await msg.in_progress()
+                beat = now
+        await msg.ack()
+        log.debug("input_claimed", session_id=session_id, stream_seq=stream_seq)
+
+
+def dispatch_consumer() -> ConsumerSpec:
+    """The shared durable consumer of every loop replica (provisioned by `tavern init`)."""
+    return ConsumerSpec(
+        name=DURABLE,
+        stream="INPUTS",
+        filter_subjects=(subjects.INPUTS_ALL,),
+        max_deliver=20,
+        ack_wait_s=30.0,
+        max_ack_pending=20_000,
+        description="Wakes the session of each input; acked once the session log claims it.",
+    )

@@ -1,0 +1,152 @@
+"""The loop engine of one replica: dispatcher, session runners, leases and their dependencies.
+
+Built from settings by the app's lifespan; `start()` connects and begins dispatching, `stop()`
+lets running turns finish within the grace period, then releases their leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from tavern_events.ids import new_id
+from tavern_loop.dispatch import Dispatcher
+from tavern_loop.domain.guard import RepeatGuard
+from tavern_loop.lease import Leases
+from tavern_loop.options import LoopOptions
+from tavern_loop.providers.config import LLMConfig
+from tavern_loop.providers.router import ProviderRouter, build_router
+from tavern_loop.recall import RecallClient
+from tavern_loop.runner import SessionRunner
+from tavern_loop.tools.base import Tool, ToolRegistry
+from tavern_loop.tools.bounds import SpillPolicy
+from tavern_loop.tools.builtin import builtin_tools
+from tavern_loop.tools.pipeline import ToolPipeline
+from tavern_loop.tools.spillstore import SpillStore
+from tavern_loop.turn import LoopDeps
+from tavern_runtime.bus import NatsConnection, connect
+from tavern_runtime.logs import get_logger
+from tavern_runtime.provision import LEASES
+from tavern_runtime.sessionlog import SessionLogWriter
+from tavern_runtime.settings import TavernSettings
+
+log = get_logger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class EngineParts:
+    """What differs between production and tests: options, tools, the model router."""
+
+    options: LoopOptions
+    router: ProviderRouter
+    tools: list[Tool]
+
+
+def default_parts(settings: TavernSettings, options: LoopOptions | None = None) -> EngineParts:
+    return EngineParts(options or LoopOptions(), build_router(LLMConfig()), builtin_tools())
+
+
+class LoopEngine:
+    def __init__(self, settings: TavernSettings, parts: EngineParts, name: str = "loop") -> None:
+        self.settings, self.parts = settings, parts
+        self.holder = f"{socket.gethostname()}-{os.getpid()}-{new_id()[-8:]}"
+        self.runners: dict[str, SessionRunner] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._conn: NatsConnection | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._dispatch_task: asyncio.Task[None] | None = None
+        self._name = name
+
+    async def start(self) -> None:
+        self._conn = conn = await connect(self.settings, f"{self._name}-engine")
+        kv = await conn.js.key_value(LEASES.name)
+        self.leases = Leases(kv, self.holder)
+        self.writer = SessionLogWriter(conn.nc)
+        self.deps = self._deps(conn)
+        self._dispatcher = Dispatcher(conn.nc, self.leases, self._start_runner, self.runners)
+        self._dispatch_task = asyncio.create_task(self._dispatcher.run(), name="loop-dispatch")
+        log.info("loop_engine_started", holder=self.holder)
+
+    def _deps(self, conn: NatsConnection) -> LoopDeps:
+        options = self.parts.options
+        spill_root = Path(self.settings.data_dir) / "spill"
+        store = SpillStore(spill_root)
+        spill = (
+            SpillPolicy(store, options.spill_max_inline_bytes)
+            if options.spill_max_inline_bytes is not None
+            else None
+        )
+        guard = RepeatGuard(options.guard) if options.guard is not None else None
+        pipeline = ToolPipeline(ToolRegistry(list(self.parts.tools)), guard=guard, spill=spill)
+        recall = RecallClient(conn.nc, options.recall_timeout_s) if options.recall else None
+        return LoopDeps(
+            self.parts.router, pipeline, conn.js, self._rpc, options, utc_now, new_id, recall, store
+        )
+
+    async def _rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self._conn is not None
+        try:
+            reply = await self._conn.nc.request(
+                subject, json.dumps(payload).encode(), timeout=timeout
+            )
+        except NoRespondersError:
+            return {"error": {"code": "unavailable", "message": f"no service answers {subject}"}}
+        except NatsTimeout:
+            return {"error": {"code": "timeout", "message": f"{subject} did not answer in time"}}
+        body: dict[str, Any] = json.loads(reply.data or b"{}")
+        return body
+
+    def _start_runner(self, session_id: str) -> None:
+        if session_id in self._tasks:
+            return
+        task = asyncio.create_task(self._run_session(session_id), name=f"session-{session_id}")
+        self._tasks[session_id] = task
+
+    async def _run_session(self, session_id: str) -> None:
+        try:
+            lease = await self.leases.acquire(session_id)
+            if lease is None:
+                return
+            assert self._conn is not None
+            runner = SessionRunner(
+                session_id, lease, self.leases, self._conn.nc, self.deps, self.writer
+            )
+            self.runners[session_id] = runner
+            await runner.run()
+        except Exception:
+            log.exception("session_runner_failed", session_id=session_id)
+        finally:
+            self.runners.pop(session_id, None)
+            self._tasks.pop(session_id, None)
+
+    async def stop(self, grace_s: float = 15.0) -> None:
+        if self._dispatcher is not None:
+            await self._dispatcher.stop()
+        if self._dispatch_task is not None:
+            self._dispatch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._dispatch_task
+        pending = list(self._tasks.values())
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        await self.parts.router.aclose()
+        if self._conn is not None:
+            await self._conn.close()
+        log.info("loop_engine_stopped", holder=self.holder)

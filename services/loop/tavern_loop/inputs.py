@@ -1,0 +1,77 @@
+"""Reading a session's inputs from the INPUTS stream after the cursor its log records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from tavern_events import subjects
+from tavern_events.envelope import InputCommand
+from tavern_events.errors import ContractError, UnknownEventError
+from tavern_events.input import CancelInput, CommandInput, MessageInput
+from tavern_events.parts import ClaimedInput
+from tavern_events.streams import INPUTS
+from tavern_events.union import decode
+from tavern_runtime.errors import TransientError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class PendingInput:
+    """An input after the cursor; `command` is None for a malformed or unknown one."""
+
+    stream_seq: int
+    input_id: str
+    kind: str
+    command: InputCommand | None
+
+    def claim(self) -> ClaimedInput:
+        kind = self.kind if self.kind in ("message", "cancel", "command") else "command"
+        return ClaimedInput(input_id=self.input_id, stream_seq=self.stream_seq, kind=kind)
+
+    @property
+    def message(self) -> MessageInput | None:
+        return self.command if isinstance(self.command, MessageInput) else None
+
+    @property
+    def is_cancel(self) -> bool:
+        return isinstance(self.command, CancelInput)
+
+    @property
+    def slash(self) -> CommandInput | None:
+        return self.command if isinstance(self.command, CommandInput) else None
+
+
+def parse_input(stream_seq: int, subject: str, data: bytes | None) -> PendingInput:
+    """Decode one stored input; a bad one still gets a claimable identity (never stalls)."""
+    kind = subject.rsplit(".", 1)[-1]
+    try:
+        command = decode(data or b"", InputCommand)
+    except (ContractError, UnknownEventError) as exc:
+        log.warning("input_unreadable", stream_seq=stream_seq, subject=subject, error=str(exc))
+        return PendingInput(stream_seq, f"bad-input-{stream_seq}", kind, None)
+    return PendingInput(stream_seq, command.input_id, kind, command)
+
+
+async def pending_inputs(
+    js: JetStreamContext, session_id: str, after: int, limit: int = 64
+) -> list[PendingInput]:
+    """Inputs of `session_id` stored after stream sequence `after`, oldest first."""
+    found: list[PendingInput] = []
+    seq, subject = after + 1, subjects.input_filter(session_id)
+    while len(found) < limit:
+        try:
+            msg = await js.get_msg(INPUTS.name, seq=seq, subject=subject, next=True, direct=True)
+        except NotFoundError:
+            break
+        except NatsTimeout as exc:
+            raise TransientError("INPUTS stream did not answer", session_id=session_id) from exc
+        stored = msg.seq or seq
+        found.append(parse_input(stored, msg.subject or subject, msg.data))
+        seq = stored + 1
+    return found

@@ -1,0 +1,46 @@
+"""Pre-step recall: budgeted context from the ledger, or nothing (never a failed step)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.client import Client
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from tavern_events import subjects
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+RECALL_SUBJECT = subjects.rpc("ledger", "recall")
+
+
+@dataclass(frozen=True)
+class Recall:
+    text: str
+    items: int
+
+
+class RecallClient:
+    """Asks `tavern.rpc.ledger.recall` with a deadline; any failure means no injection."""
+
+    def __init__(self, nc: Client, timeout_s: float = 3.0) -> None:
+        self._nc, self._timeout = nc, timeout_s
+
+    async def fetch(self, session_id: str, query: str, turn: int, step: int) -> Recall | None:
+        request = {"session_id": session_id, "query": query, "turn": turn, "step": step}
+        try:
+            reply = await self._nc.request(
+                RECALL_SUBJECT, json.dumps(request).encode(), timeout=self._timeout
+            )
+            body: dict[str, Any] = json.loads(reply.data or b"{}")
+        except (NoRespondersError, NatsTimeout, ValueError) as exc:
+            log.warning("recall_unavailable", session_id=session_id, error=type(exc).__name__)
+            return None
+        text = str(body.get("text") or "").strip()
+        if body.get("error") or not text:
+            return None
+        return Recall(text, int(body.get("count", 0)))

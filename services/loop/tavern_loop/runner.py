@@ -1,0 +1,125 @@
+"""A session runner: holds the session's lease while it has work and runs its turns in order.
+
+A new holder first closes a turn its predecessor left open (crash repair), then claims every
+input after the log's cursor. Before letting the lease go it looks for inputs once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from tavern_events import subjects
+from tavern_events.session import SessionCreated, SessionCreatedPayload
+from tavern_loop.domain.drafts import Drafter
+from tavern_loop.domain.repair import repair_events
+from tavern_loop.inputs import PendingInput, parse_input, pending_inputs
+from tavern_loop.lease import Lease, LeaseKeeper, Leases
+from tavern_loop.sessionlog import HeldLog
+from tavern_loop.turn import LoopDeps, TurnRunner
+from tavern_runtime.errors import ConcurrencyConflict
+from tavern_runtime.logs import get_logger
+from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
+
+log = get_logger(__name__)
+
+
+def choose_claim(pending: list[PendingInput], limit: int) -> list[PendingInput]:
+    """What the next turn claims: the readable inputs in order (stale cancels included, so the
+    cursor passes them), stopping after a command so it runs at a turn boundary."""
+    claim: list[PendingInput] = []
+    for item in pending[:limit]:
+        if item.command is None:
+            continue  # unreadable: the dispatcher dead-letters it
+        claim.append(item)
+        if item.slash is not None:
+            break
+    return claim if any(p.message or p.slash for p in claim) else []
+
+
+class SessionRunner:
+    def __init__(
+        self,
+        session_id: str,
+        lease: Lease,
+        leases: Leases,
+        nc: Client,
+        deps: LoopDeps,
+        writer: SessionLogWriter,
+    ) -> None:
+        self.session_id, self.lease, self._leases = session_id, lease, leases
+        self._nc, self._deps, self._writer = nc, deps, writer
+        self.held: HeldLog | None = None
+        self.cancel = asyncio.Event()
+        self.progress = asyncio.Event()  # set whenever a claim landed
+        self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
+
+    def claimed(self, stream_seq: int) -> bool:
+        return self.held is not None and self.held.state.input_cursor >= stream_seq
+
+    async def run(self) -> None:
+        self._keeper.start()
+        sub = await self._nc.subscribe(subjects.input_filter(self.session_id), cb=self._live)
+        try:
+            await self._run()
+        except ConcurrencyConflict:
+            log.warning("session_taken_over", session_id=self.session_id)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+            await self._keeper.stop()
+            if not self._keeper.lost.is_set():
+                await self._leases.release(self.lease)
+
+    async def _live(self, msg: Msg) -> None:
+        """Core delivery of the session's inputs: a cancel acts at once."""
+        if msg.subject.endswith(".cancel"):
+            item = parse_input(0, msg.subject, msg.data)
+            if item.is_cancel:
+                log.info("cancel_received", session_id=self.session_id)
+                self.cancel.set()
+
+    async def _run(self) -> None:
+        events = await SessionLogReader(self._deps.js).events(self.session_id)
+        self.held = HeldLog(self.session_id, self._writer, events)
+        await self._repair(self.held)
+        while not self._keeper.lost.is_set():
+            claim = await self._next_claim(self.held)
+            if not claim:
+                return
+            await self._ensure_created(self.held)
+            self.cancel = asyncio.Event()
+            await TurnRunner(self.held, self._deps, self.cancel).run(claim)
+            self.progress.set()
+
+    async def _next_claim(self, held: HeldLog) -> list[PendingInput]:
+        state = held.state
+        found = await pending_inputs(
+            self._deps.js,
+            self.session_id,
+            state.input_cursor,
+            self._deps.options.max_claims_per_turn,
+        )
+        fresh = [p for p in found if p.input_id not in state.claimed_ids]
+        return choose_claim(fresh, self._deps.options.max_claims_per_turn)
+
+    def _draft(self) -> Drafter:
+        deps = self._deps
+        return Drafter(self.session_id, deps.clock, deps.new_id)
+
+    async def _repair(self, held: HeldLog) -> None:
+        events = repair_events(held.state, self._draft())
+        if events:
+            log.warning("turn_repaired", session_id=self.session_id, turn=events[-1].turn)
+            await held.append(*events)
+
+    async def _ensure_created(self, held: HeldLog) -> None:
+        if held.state.created:
+            return
+        payload = SessionCreatedPayload(
+            architecture="agent-tavern", context_mode="dsh-native", chat_id=self.session_id
+        )
+        await held.append(self._draft()(SessionCreated, payload))

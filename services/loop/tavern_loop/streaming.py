@@ -1,0 +1,118 @@
+"""One model request: stream deltas into `assistant/chunk` events, stop at once on cancel.
+
+Chunk appends are coalesced: while one append is in flight, later deltas gather into the next
+event, so a fast stream costs a few appends rather than one per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from tavern_events.message import AssistantChunk, AssistantChunkPayload
+from tavern_events.parts import ToolCallDelta as DeltaPart
+from tavern_loop.domain.drafts import Drafter
+from tavern_loop.providers.base import FinalMessage, StreamDelta, StreamItem
+
+Append = Callable[[AssistantChunk], Awaitable[object]]
+
+
+@dataclass
+class StreamOutcome:
+    final: FinalMessage | None
+    text: str  # what was streamed, kept when the stream is cancelled or cut
+    reasoning: str
+    cancelled: bool = False
+
+
+@dataclass
+class _ChunkWriter:
+    append: Append
+    draft: Drafter
+    attempt: int
+    enabled: bool
+    index: int = 0
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: list[DeltaPart] = field(default_factory=list)
+    inflight: asyncio.Task[None] | None = None
+
+    def add(self, delta: StreamDelta) -> None:
+        if not self.enabled:
+            return
+        self.text.append(delta.text)
+        self.reasoning.append(delta.reasoning)
+        self.calls.extend(
+            DeltaPart(index=c.index, id=c.id, name=c.name, arguments=c.arguments_delta)
+            for c in delta.tool_calls
+        )
+        if self.inflight is None or self.inflight.done():
+            self.inflight = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        while self.text or self.calls:
+            payload = AssistantChunkPayload(
+                index=self.index,
+                attempt=self.attempt,
+                delta="".join(self.text),
+                reasoning_delta="".join(self.reasoning),
+                tool_calls=tuple(self.calls),
+            )
+            self.text, self.reasoning, self.calls = [], [], []
+            self.index += 1
+            await self.append(self.draft(AssistantChunk, payload, source="host"))
+
+    async def close(self) -> None:
+        if self.inflight is not None:
+            await self.inflight
+        await self._flush()
+
+
+async def stream_reply(
+    source: AsyncGenerator[StreamItem, None],
+    cancel: asyncio.Event,
+    writer: _ChunkWriter,
+) -> StreamOutcome:
+    """Consume `source` until its final message or until `cancel` is set (closing it)."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    try:
+        while True:
+            item = await _next_or_cancel(source, cancel)
+            if item is None:
+                return StreamOutcome(None, "".join(text), "".join(reasoning), cancelled=True)
+            if isinstance(item, FinalMessage):
+                return StreamOutcome(item, item.content, item.reasoning_content)
+            text.append(item.text)
+            reasoning.append(item.reasoning)
+            writer.add(item)
+    finally:
+        with contextlib.suppress(Exception):
+            await source.aclose()
+        await writer.close()
+
+
+async def _next_or_cancel(
+    source: AsyncGenerator[StreamItem, None], cancel: asyncio.Event
+) -> StreamItem | None:
+    if cancel.is_set():
+        return None
+    step = asyncio.ensure_future(source.__anext__())
+    waiter = asyncio.ensure_future(cancel.wait())
+    done, _ = await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if step in done:
+        waiter.cancel()
+        try:
+            return step.result()
+        except StopAsyncIteration as exc:
+            raise RuntimeError("the provider stream ended without a final message") from exc
+    step.cancel()  # closes the provider's HTTP stream from inside its generator
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+        await step
+    return None
+
+
+def chunk_writer(append: Append, draft: Drafter, attempt: int, enabled: bool) -> _ChunkWriter:
+    return _ChunkWriter(append, draft, attempt, enabled)
