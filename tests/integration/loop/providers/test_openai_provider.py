@@ -150,6 +150,18 @@ async def test_429_waits_for_retry_after_then_succeeds(server: OpenAIServer) -> 
     assert len(server.requests) == 2
 
 
+async def test_retry_after_beyond_the_limit_fails_at_once(server: OpenAIServer) -> None:
+    server.enqueue(error(429, {"error": {"message": "later"}}, {"Retry-After": "120"}))
+    with pytest.raises(ProviderError) as caught:
+        await collect(make_provider(server.base_url, retry_after_max_s=60))
+    assert (caught.value.code, caught.value.retry_after_s, caught.value.retryable) == (
+        "rate_limited",
+        120.0,
+        True,
+    )
+    assert len(server.requests) == 1
+
+
 async def test_500_is_retried_with_backoff(server: OpenAIServer) -> None:
     server.enqueue(error(500, {"error": {"message": "boom"}}), text_stream(["after"]))
     _, final = split(await collect(make_provider(server.base_url)))
