@@ -6,14 +6,20 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
 async def eventually(
-    check: Callable[[], Awaitable[T] | T], timeout: float = 10.0, interval: float = 0.05
-) -> T:
+    check: Callable[[], Awaitable[T]], timeout: float = ..., interval: float = ...
+) -> T: ...
+@overload
+async def eventually(check: Callable[[], T], timeout: float = ..., interval: float = ...) -> T: ...
+async def eventually(
+    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05
+) -> Any:
     """Poll `check` until it returns a truthy value without raising; return that value.
 
     On timeout, re-raise the last AssertionError (or fail with the last falsy value).
@@ -27,7 +33,7 @@ async def eventually(
             if inspect.isawaitable(value):
                 value = await value
             if value:
-                return value  # type: ignore[return-value]
+                return value
             last_value = value
         except AssertionError as exc:
             last_error = exc

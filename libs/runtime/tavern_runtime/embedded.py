@@ -150,7 +150,7 @@ class EmbeddedNats:
             raise ConfigurationError(f"nats-server exited with {self.process.returncode}:\n{log}")
         url = f"{self.monitor_url}/healthz?js-enabled-only=true"
         try:
-            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (loopback)
+            with urllib.request.urlopen(url, timeout=1) as response:
                 return bool(response.status == 200)
         except OSError:
             return False
@@ -226,8 +226,19 @@ class EmbeddedPostgres:
         (self.data_dir / "port").write_text(str(self.port))
         options = f"-p {self.port} -h 127.0.0.1 -k {self.pgdata} -c fsync=on -c max_connections=200"
         log = self.data_dir / "postgres.log"
-        self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", str(int(timeout)), "-l", str(log),
-                  "-o", options, "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.pgdata),
+            "-w",
+            "-t",
+            str(int(timeout)),
+            "-l",
+            str(log),
+            "-o",
+            options,
+            "start",
+        )
         self.pid = self._postmaster_pid()
         self._ensure_database()
 
@@ -241,6 +252,8 @@ class EmbeddedPostgres:
         )
 
         entry = ensure_user_exists(PG_SYSTEM_USER)
+        if entry is None:
+            raise ConfigurationError(f"could not create the system user {PG_SYSTEM_USER}")
         ensure_prefix_permissions(self.data_dir)
         self.data_dir.chmod(self.data_dir.stat().st_mode | stat.S_IRWXO | stat.S_IRWXG)
         bin_dir = _pg_bin()
@@ -259,8 +272,13 @@ class EmbeddedPostgres:
         kwargs: dict[str, object] = {}
         if _as_root():
             kwargs["user"] = PG_SYSTEM_USER
-        result = subprocess.run(  # noqa: S603
-            cmd, capture_output=True, text=True, check=False, cwd="/", **kwargs  # type: ignore[call-overload]
+        result = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+            **kwargs,  # type: ignore[call-overload]
         )
         if result.returncode != 0:
             log = self.data_dir / "postgres.log"
@@ -273,8 +291,16 @@ class EmbeddedPostgres:
     def _initdb(self) -> None:
         self.pgdata.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
-        self._run("initdb", "-D", str(self.pgdata), "--auth=trust", "--encoding=UTF8",
-                  "--locale=C", "-U", "postgres")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.pgdata),
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "-U",
+            "postgres",
+        )
 
     def _refuse_second_owner(self) -> None:
         pid = self._postmaster_pid()
@@ -290,7 +316,15 @@ class EmbeddedPostgres:
 
     def _ensure_database(self) -> None:
         psql = [
-            "psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "postgres",
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
             "-tAc",
         ]
         exists = self._run(*psql, f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'")

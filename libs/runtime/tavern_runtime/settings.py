@@ -14,7 +14,9 @@ class TavernSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TAVERN_", extra="ignore", frozen=True)
 
-    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS servers, comma separated")
+    nats_url: str = Field(
+        default="nats://127.0.0.1:4222", description="NATS servers, comma separated"
+    )
     database_url: str = Field(default="", description="Postgres DSN; empty = embedded server")
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"

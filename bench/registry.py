@@ -1,0 +1,121 @@
+"""The bench registry: raw baselines and project figures, each figure paired with a baseline.
+
+A later issue adds a figure with `@figure(..., baseline="publish_awaited")`; the runner measures
+both in the same run, on the same kind of fresh server, and prints the ratio.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Server = Literal["fsync", "default", "postgres"]
+"""`fsync`: nats-server with `sync_interval: always`; `default`: fsync every 2 min."""
+
+
+@dataclass(frozen=True)
+class Env:
+    """What one measurement runs against: a fresh nats-server, or the run's PostgreSQL."""
+
+    server: Server
+    nats_url: str = ""
+    database_url: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    """`count` operations in `seconds`; latencies (ms) when the bench measures each one."""
+
+    count: int
+    seconds: float
+    latencies_ms: tuple[float, ...] = ()
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds else 0.0
+
+    def percentile(self, p: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+Measure = Callable[[Env, int], Coroutine[Any, Any, Result]]
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    measure: Measure
+    servers: tuple[Server, ...]
+    count: int
+    description: str
+    baseline: str | None = None  # figures only: the raw bench they are compared with
+    goal: float | None = None  # figures only: minimum rate ratio against the baseline
+
+    @property
+    def is_figure(self) -> bool:
+        return self.baseline is not None
+
+
+@dataclass
+class Row:
+    """The runs of one bench on one server, summarised by their median."""
+
+    bench: Bench
+    server: Server
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.bench.name}@{self.server}"
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(r.rate for r in self.results)
+
+    def percentile(self, p: float) -> float | None:
+        values = [v for r in self.results if (v := r.percentile(p)) is not None]
+        return statistics.median(values) if values else None
+
+
+REGISTRY: dict[str, Bench] = {}
+
+
+def _register(bench: Bench) -> None:
+    if bench.name in REGISTRY:
+        raise ValueError(f"bench {bench.name} registered twice")
+    REGISTRY[bench.name] = bench
+
+
+def baseline(
+    name: str, *, servers: tuple[Server, ...], count: int, description: str
+) -> Callable[[Measure], Measure]:
+    """Register a raw measurement (plain nats-py or asyncpg) that figures compare against."""
+
+    def register(measure: Measure) -> Measure:
+        _register(Bench(name, measure, servers, count, description))
+        return measure
+
+    return register
+
+
+def figure(
+    name: str,
+    *,
+    baseline: str,
+    servers: tuple[Server, ...],
+    count: int,
+    description: str,
+    goal: float | None = None,
+) -> Callable[[Measure], Measure]:
+    """Register a project figure, reported as a ratio of `baseline` on the same server kind."""
+
+    def register(measure: Measure) -> Measure:
+        _register(Bench(name, measure, servers, count, description, baseline, goal))
+        return measure
+
+    return register

@@ -1,0 +1,182 @@
+"""Connections to NATS: a nats-py client and a FastStream broker built with the same options.
+
+Both reconnect forever and log connection changes; a connection that closes without being asked
+to ends the process loudly, so an orchestrator restarts it instead of it idling disconnected.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import nats
+from faststream import AckPolicy
+from faststream.nats import NatsBroker
+from faststream.nats.security import NatsUserPassword
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from tavern_runtime.logs import get_logger
+from tavern_runtime.settings import TavernSettings
+
+log = get_logger(__name__)
+
+JS_TIMEOUT_S = 5.0
+RECONNECT_WAIT_S = 2
+EXIT_CONNECTION_LOST = 70
+
+
+def exit_process() -> None:
+    """Default reaction to a connection that closed by itself: exit non-zero, right now."""
+    sys.stderr.flush()
+    os._exit(EXIT_CONNECTION_LOST)
+
+
+@dataclass
+class ConnectionGuard:
+    """The connection callbacks of one client: logs changes, fails loudly on an unasked close."""
+
+    name: str
+    on_lost: Callable[[], None] = exit_process
+    closing: bool = field(default=False, init=False)
+
+    def expect_close(self) -> None:
+        """Mark the coming close as ours, so `closed` does not treat it as a loss."""
+        self.closing = True
+
+    async def disconnected(self) -> None:
+        log.warning("nats_disconnected", connection=self.name)
+
+    async def reconnected(self) -> None:
+        log.info("nats_reconnected", connection=self.name)
+
+    async def error(self, exc: Exception) -> None:
+        log.warning("nats_error", connection=self.name, error=repr(exc))
+
+    async def closed(self) -> None:
+        if self.closing:
+            log.info("nats_closed", connection=self.name)
+            return
+        log.critical("nats_connection_lost", connection=self.name)
+        self.on_lost()
+
+    def callbacks(self) -> dict[str, Any]:
+        return {
+            "disconnected_cb": self.disconnected,
+            "reconnected_cb": self.reconnected,
+            "error_cb": self.error,
+            "closed_cb": self.closed,
+        }
+
+
+def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[str, Any]:
+    """Options shared by the nats-py client and the FastStream broker (credentials excluded).
+
+    `drain_timeout` bounds a close: nats-py 2.16 never finishes draining a pull subscription
+    whose last fetch timed out, so an unbounded drain would hang until its 30 s default.
+    """
+    return {
+        "name": guard.name,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": RECONNECT_WAIT_S,
+        "drain_timeout": max(1, int(settings.shutdown_grace_s)),
+        **guard.callbacks(),
+    }
+
+
+def _credentials(settings: TavernSettings) -> dict[str, str]:
+    if not settings.nats_user:
+        return {}
+    return {"user": settings.nats_user, "password": settings.nats_password}
+
+
+@dataclass
+class NatsConnection:
+    """A connected nats-py client, its JetStream context and its guard."""
+
+    nc: Client
+    js: JetStreamContext
+    guard: ConnectionGuard
+
+    async def close(self) -> None:
+        """Drain subscriptions and close; the closed callback knows this was asked for."""
+        self.guard.expect_close()
+        if not self.nc.is_closed:
+            await self.nc.drain()
+
+
+async def connect(
+    settings: TavernSettings,
+    name: str,
+    *,
+    on_lost: Callable[[], None] = exit_process,
+    js_timeout: float = JS_TIMEOUT_S,
+) -> NatsConnection:
+    """Connect with unlimited reconnects; `on_lost` runs if the connection closes by itself."""
+    guard = ConnectionGuard(name, on_lost)
+    nc = await nats.connect(
+        settings.nats_servers, **connect_options(settings, guard), **_credentials(settings)
+    )
+    log.info("nats_connected", connection=name, server=nc.connected_url and nc.connected_url.netloc)
+    return NatsConnection(nc, nc.jetstream(timeout=js_timeout), guard)
+
+
+@asynccontextmanager
+async def connected(
+    settings: TavernSettings, name: str, *, on_lost: Callable[[], None] = exit_process
+) -> AsyncIterator[NatsConnection]:
+    """`connect`, then close on exit."""
+    conn = await connect(settings, name, on_lost=on_lost)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+class TavernBroker(NatsBroker):
+    """A `NatsBroker` whose own `stop()` is not mistaken for a lost connection."""
+
+    def __init__(self, *args: Any, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = guard
+
+    async def stop(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_val: BaseException | None = None,
+        exc_tb: TracebackType | None = None,
+    ) -> None:
+        self.guard.expect_close()
+        await super().stop(exc_type, exc_val, exc_tb)
+
+
+def build_broker(
+    settings: TavernSettings,
+    name: str,
+    *,
+    on_lost: Callable[[], None] = exit_process,
+    **overrides: Any,
+) -> TavernBroker:
+    """A FastStream broker: nack on error, structlog logger, graceful stop, same connect options.
+
+    Streams are provisioned elsewhere: bind subscribers with `JStream(name, declare=False)`.
+    """
+    guard = ConnectionGuard(name, on_lost)
+    security = (
+        NatsUserPassword(settings.nats_user, settings.nats_password) if settings.nats_user else None
+    )
+    options: dict[str, Any] = {
+        **connect_options(settings, guard),
+        "ack_policy": AckPolicy.NACK_ON_ERROR,
+        "graceful_timeout": settings.shutdown_grace_s,
+        "logger": get_logger("faststream"),
+        "js_options": {"timeout": JS_TIMEOUT_S},
+        "security": security,
+        **overrides,
+    }
+    return TavernBroker(settings.nats_servers, guard=guard, **options)

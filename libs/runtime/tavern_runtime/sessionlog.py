@@ -1,0 +1,412 @@
+"""The session log on the SESSIONS stream: conditional, gapless, retry-safe appends and replays.
+
+Every append is guarded by the stream sequence of the session's last message (DESIGN.md §2);
+several events land as one atomic batch. Replays use ordered consumers and stop when caught up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy, Header, PubAck, RawStreamMsg
+from nats.js.errors import APIError, NotFoundError
+
+from tavern_events import subjects
+from tavern_events.envelope import SessionEvent
+from tavern_events.errors import ContractError
+from tavern_events.ids import new_id
+from tavern_events.skips import SkipCounter
+from tavern_events.streams import SESSIONS
+from tavern_events.union import Decoded, decode_or_skip, encode
+from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+STREAM = SESSIONS.name
+EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+WRONG_LAST_SEQUENCE = 10071
+BATCH_DUPLICATE_ID = 10201
+MAX_BATCH = 1000  # nats-server's limit on an atomic batch
+PUBLISH_TIMEOUT_S = 5.0
+IDLE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Head:
+    """The end of one session's log. An empty log is `Head()`; `event` is None when the last
+    message is of a type or version this code cannot read."""
+
+    log_seq: int = 0
+    stream_seq: int = 0
+    event_id: str | None = None
+    event: SessionEvent | None = None
+
+
+@dataclass(frozen=True)
+class Appended:
+    """The outcome of an append: the events with their `seq`, and the head after them.
+
+    `already` is true when a retry found the same events already at the end of the log.
+    """
+
+    events: tuple[SessionEvent, ...]
+    head: Head
+    already: bool = False
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One replayed event and where it is stored."""
+
+    stream_seq: int
+    event: SessionEvent
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A stored message that is not a readable session event (reported, then passed over)."""
+
+    stream_seq: int
+    subject: str
+    error: str
+
+
+# --- pure -----------------------------------------------------------------------------------------
+
+
+def assign_seqs(
+    session_id: str, events: Sequence[SessionEvent], after: int
+) -> tuple[SessionEvent, ...]:
+    """Number `events` as log positions `after + 1 ...`; refuse foreign or misnumbered events."""
+    if not events:
+        raise PermanentError("nothing to append", session_id=session_id)
+    numbered = []
+    for seq, event in enumerate(events, start=after + 1):
+        if event.session_id != session_id:
+            raise PermanentError("event of another session", event_id=event.id)
+        if event.seq not in (0, seq):
+            raise PermanentError("event already numbered", event_id=event.id, seq=event.seq)
+        numbered.append(event.model_copy(update={"seq": seq}))
+    return tuple(numbered)
+
+
+def lands_as_tail(head: Head, events: Sequence[SessionEvent]) -> bool:
+    """Whether `events` (numbered) are exactly what ends the log at `head` (a retried append)."""
+    return head.event_id == events[-1].id and head.log_seq == events[-1].seq
+
+
+def append_headers(
+    session_id: str, event: SessionEvent, expected_stream_seq: int
+) -> dict[str, str]:
+    """Dedup by event id; conditional on the stream seq of the session's last message."""
+    return {
+        Header.MSG_ID.value: event.id,
+        Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(expected_stream_seq),
+        EXPECTED_SUBJECT: subjects.session_filter(session_id),
+    }
+
+
+def batch_headers(batch_id: str, index: int, count: int) -> dict[str, str]:
+    """ADR-50 atomic batch headers of message `index` (1-based) of `count`."""
+    headers = {Header.BATCH_ID.value: batch_id, Header.BATCH_SEQUENCE.value: str(index)}
+    if index == count:
+        headers[Header.BATCH_COMMIT.value] = "1"
+    return headers
+
+
+def log_seq_of(data: bytes | None) -> int:
+    """The envelope `seq` of stored event bytes, read without validating the event."""
+    try:
+        seq = json.loads(data or b"").get("seq")
+    except (ValueError, AttributeError) as exc:
+        raise PermanentError("session log tail is not an event envelope") from exc
+    if type(seq) is not int or seq < 1:
+        raise PermanentError("session log tail has no log seq", seq=seq)
+    return seq
+
+
+def read_event(data: bytes | None, skipped: SkipCounter | None = None) -> SessionEvent | None:
+    """A session event, or None if skipped (unknown type, newer version); raises ContractError."""
+    result = decode_or_skip(data or b"", skipped)
+    if not isinstance(result, Decoded):
+        return None
+    if not isinstance(result.event, SessionEvent):
+        raise ContractError(f"{result.event.type} is not a session event")
+    return result.event
+
+
+def head_of(msg: RawStreamMsg) -> Head:
+    """The head described by the last stored message of a session."""
+    try:
+        event = read_event(msg.data)
+    except ContractError:
+        event = None
+    headers = msg.headers or {}
+    return Head(log_seq_of(msg.data), msg.seq or 0, headers.get(Header.MSG_ID.value), event)
+
+
+# --- writer ---------------------------------------------------------------------------------------
+
+
+class _WrongLastSequence(Exception):
+    """The server refused the append's expectation (or a batch repeated known ids)."""
+
+
+class HeadCache:
+    """The last known head per session, bounded (least recently used goes first)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._heads: OrderedDict[str, Head] = OrderedDict()
+
+    def get(self, session_id: str) -> Head | None:
+        head = self._heads.get(session_id)
+        if head is not None:
+            self._heads.move_to_end(session_id)
+        return head
+
+    def put(self, session_id: str, head: Head) -> None:
+        self._heads[session_id] = head
+        self._heads.move_to_end(session_id)
+        while len(self._heads) > self._size:
+            self._heads.popitem(last=False)
+
+    def drop(self, session_id: str) -> None:
+        self._heads.pop(session_id, None)
+
+
+class SessionLogWriter:
+    """Appends events to session logs; safe against racing writers and retried appends."""
+
+    def __init__(self, nc: Client, *, timeout: float = PUBLISH_TIMEOUT_S) -> None:
+        self._nc = nc
+        self._js = nc.jetstream(timeout=timeout)
+        self._timeout = timeout
+        self.heads = HeadCache()
+
+    async def head(self, session_id: str) -> Head:
+        """The head as the stream stores it now (a direct get); refreshes the cache."""
+        head = await read_head(self._js, session_id, direct=True)
+        self.heads.put(session_id, head)
+        return head
+
+    async def append(
+        self, session_id: str, events: Sequence[SessionEvent], *, expected_last: int
+    ) -> Appended:
+        """Append `events` after log position `expected_last` (0 = empty log), all or nothing.
+
+        Raises `ConcurrencyConflict` if the log has moved on (reload and decide again). Calling
+        again with the same events and expectation after an unknown outcome is safe: if they
+        landed, the result says `already`.
+        """
+        numbered = assign_seqs(session_id, events, expected_last)
+        head = await self._expected_head(session_id, expected_last)
+        if head.log_seq != expected_last:  # confirm with the leader: a replica may lag
+            head = await read_head(self._js, session_id, direct=False)
+            return self._settle(session_id, numbered, head)
+        try:
+            ack = await self._publish(session_id, numbered, head.stream_seq)
+        except _WrongLastSequence:
+            head = await read_head(self._js, session_id, direct=False)
+            return self._settle(session_id, numbered, head)
+        new_head = Head(numbered[-1].seq, ack.seq, numbered[-1].id, numbered[-1])
+        self.heads.put(session_id, new_head)
+        log.debug("event_appended", session_id=session_id, seq=new_head.log_seq, n=len(numbered))
+        return Appended(numbered, new_head)
+
+    async def _expected_head(self, session_id: str, expected_last: int) -> Head:
+        cached = self.heads.get(session_id)
+        if cached is not None and cached.log_seq == expected_last:
+            return cached
+        return await self.head(session_id)
+
+    def _settle(self, session_id: str, numbered: tuple[SessionEvent, ...], head: Head) -> Appended:
+        """After a refused expectation: our own earlier append, or someone else's."""
+        self.heads.put(session_id, head)
+        if lands_as_tail(head, numbered):
+            log.info("append_already_done", session_id=session_id, seq=head.log_seq)
+            return Appended(numbered, head, already=True)
+        expected = numbered[0].seq - 1
+        log.info("append_conflict", session_id=session_id, expected=expected, actual=head.log_seq)
+        raise ConcurrencyConflict(
+            "session log moved on", session_id=session_id, expected=expected, actual=head.log_seq
+        )
+
+    async def _publish(
+        self, session_id: str, events: tuple[SessionEvent, ...], expected_stream_seq: int
+    ) -> PubAck:
+        try:
+            if len(events) == 1:
+                return await self._publish_one(session_id, events[0], expected_stream_seq)
+            return await self._publish_batch(session_id, events, expected_stream_seq)
+        except APIError as exc:
+            if exc.err_code in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
+                raise _WrongLastSequence from exc
+            raise PermanentError(
+                "append refused", err_code=exc.err_code, why=exc.description
+            ) from exc
+        except nats.errors.Error as exc:
+            self.heads.drop(session_id)  # the outcome is unknown: re-read before the next append
+            raise TransientError("append outcome unknown", session_id=session_id) from exc
+
+    async def _publish_one(self, session_id: str, event: SessionEvent, expected: int) -> PubAck:
+        headers = append_headers(session_id, event, expected)
+        subject = subjects.session_event(session_id, event.type)
+        ack = await self._js.publish(subject, encode(event), headers=headers)
+        if ack.duplicate:  # the expectation held, yet this id is already stored: a caller bug
+            raise PermanentError("event id already in the session log", event_id=event.id)
+        return ack
+
+    async def _publish_batch(
+        self, session_id: str, events: tuple[SessionEvent, ...], expected: int
+    ) -> PubAck:
+        if len(events) > MAX_BATCH:
+            raise PermanentError("batch too large", size=len(events), limit=MAX_BATCH)
+        batch_id, count = new_id(), len(events)
+        first, *middle, last = events
+        headers = append_headers(session_id, first, expected) | batch_headers(batch_id, 1, count)
+        # The first message is a request so that a refused batch start is reported at once.
+        reply = await self._nc.request(
+            _subject(first), encode(first), timeout=self._timeout, headers=headers
+        )
+        _raise_api_error(reply.data)
+        for index, event in enumerate(middle, start=2):
+            headers = {Header.MSG_ID.value: event.id, **batch_headers(batch_id, index, count)}
+            await self._nc.publish(_subject(event), encode(event), headers=headers)
+        headers = {Header.MSG_ID.value: last.id, **batch_headers(batch_id, count, count)}
+        return await self._js.publish(_subject(last), encode(last), headers=headers)
+
+
+def _subject(event: SessionEvent) -> str:
+    return subjects.session_event(event.session_id, event.type)
+
+
+def _raise_api_error(data: bytes) -> None:
+    if not data:
+        return
+    error = json.loads(data).get("error")
+    if error:
+        APIError.from_error(error)
+
+
+async def read_head(js: JetStreamContext, session_id: str, *, direct: bool) -> Head:
+    """The session's last message. `direct=False` asks the stream leader (never stale)."""
+    try:
+        msg = await js.get_last_msg(STREAM, subjects.session_filter(session_id), direct=direct)
+    except NotFoundError:
+        return Head()
+    return head_of(msg)
+
+
+# --- reader ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class SessionLogReader:
+    """Replays session logs in order; skips (and counts) events it does not know, reports
+    malformed ones, and stops once caught up."""
+
+    js: JetStreamContext
+    skipped: SkipCounter = field(default_factory=SkipCounter)
+    malformed: list[Malformed] = field(default_factory=list)
+    idle_timeout: float = IDLE_TIMEOUT_S
+
+    def session(
+        self,
+        session_id: str,
+        *,
+        from_seq: int = 1,
+        from_stream_seq: int | None = None,
+        since: datetime | None = None,
+    ) -> AsyncIterator[LogEntry]:
+        """One session's events with log seq >= `from_seq` (and, if given, stored at or after
+        `from_stream_seq` / `since`). Close it early with `contextlib.aclosing`."""
+        start = _start(from_stream_seq, since)
+        return self._replay(subjects.session_filter(session_id), start, from_seq)
+
+    def all_sessions(
+        self, *, from_stream_seq: int | None = None, since: datetime | None = None
+    ) -> AsyncIterator[LogEntry]:
+        """Every session's events in stream order."""
+        return self._replay(subjects.SESSIONS_ALL, _start(from_stream_seq, since), 1)
+
+    async def events(self, session_id: str, *, from_seq: int = 1) -> list[SessionEvent]:
+        """The readable events of one session, in log order."""
+        return [entry.event async for entry in self.session(session_id, from_seq=from_seq)]
+
+    async def _replay(
+        self, filter_subject: str, start: dict[str, Any], from_seq: int
+    ) -> AsyncIterator[LogEntry]:
+        sub = await self.js.subscribe(filter_subject, stream=STREAM, ordered_consumer=True, **start)
+        try:
+            if await _nothing_stored(sub):
+                return  # never wait for a message that will not come
+            while True:
+                msg = await self._next(sub)
+                entry = self._entry(msg)
+                if entry is not None and entry.event.seq >= from_seq:
+                    yield entry
+                if msg.metadata.num_pending == 0:
+                    return
+        finally:
+            await sub.unsubscribe()
+
+    async def _next(self, sub: JetStreamContext.PushSubscription) -> Msg:
+        try:
+            return await sub.next_msg(timeout=self.idle_timeout)
+        except nats.errors.TimeoutError as exc:
+            raise TransientError("replay stalled", timeout=self.idle_timeout) from exc
+
+    def _entry(self, msg: Msg) -> LogEntry | None:
+        stream_seq = msg.metadata.sequence.stream
+        try:
+            event = read_event(msg.data, self.skipped)
+        except ContractError as exc:
+            self._report(Malformed(stream_seq, msg.subject, str(exc)))
+            return None
+        if event is None:
+            log.debug("event_skipped", subject=msg.subject, stream_seq=stream_seq)
+            return None
+        if event.session_id != subjects.session_id_of(msg.subject):
+            self._report(Malformed(stream_seq, msg.subject, "session id differs from subject"))
+            return None
+        return LogEntry(stream_seq, event)
+
+    def _report(self, malformed: Malformed) -> None:
+        log.error(
+            "malformed_event",
+            subject=malformed.subject,
+            stream_seq=malformed.stream_seq,
+            error=malformed.error,
+        )
+        self.malformed.append(malformed)
+
+
+def _start(from_stream_seq: int | None, since: datetime | None) -> dict[str, Any]:
+    if from_stream_seq is not None:
+        return {
+            "deliver_policy": DeliverPolicy.BY_START_SEQUENCE,
+            "config": ConsumerConfig(opt_start_seq=from_stream_seq),
+        }
+    if since is not None:
+        return {
+            "deliver_policy": DeliverPolicy.BY_START_TIME,
+            "config": ConsumerConfig(opt_start_time=since),
+        }
+    return {"deliver_policy": DeliverPolicy.ALL}
+
+
+async def _nothing_stored(sub: JetStreamContext.PushSubscription) -> bool:
+    info = await sub.consumer_info()
+    delivered = info.delivered.consumer_seq if info.delivered else 0
+    return info.num_pending == 0 and delivered == 0
