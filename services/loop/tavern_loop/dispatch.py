@@ -42,17 +42,38 @@ MakeRunner = Callable[[str, Leases], SessionRunner | None]
 
 
 async def claimed_in_log(js: JetStreamContext, session_id: str, stream_seq: int) -> bool:
-    """Whether the session's last turn/start or step/start claims `stream_seq` or later."""
-    for name in ("turn.start", "step.start"):
-        subject = f"{subjects.ROOT}.session.{session_id}.{name}"
+    """Whether the session's log claims the input at INPUTS sequence `stream_seq`."""
+    return await log_cursor(js, session_id) >= stream_seq
+
+
+async def log_cursor(js: JetStreamContext, session_id: str) -> int:
+    """The INPUTS sequence of the last input the session's log claims (0: none yet).
+
+    Claims only grow, so the highest one is in the last turn: on its turn/start or on any of
+    its step/starts (a mid-turn claim), not necessarily the last step/start, which may claim
+    nothing.
+    """
+    try:
+        start = await js.get_msg(SESSIONS.name, subject=_subject(session_id, "turn/start"))
+    except NotFoundError:
+        return 0
+    cursor, seq = _highest_claim(start.data), start.seq or 0
+    steps = _subject(session_id, "step/start")
+    while True:
         try:
-            msg = await js.get_msg(SESSIONS.name, subject=subject, direct=True)
+            step = await js.get_msg(SESSIONS.name, seq=seq + 1, subject=steps, next=True)
         except NotFoundError:
-            continue
-        claimed = json.loads(msg.data or b"{}").get("payload", {}).get("claimed", [])
-        if any(int(c.get("stream_seq", 0)) >= stream_seq for c in claimed):
-            return True
-    return False
+            return cursor
+        cursor, seq = max(cursor, _highest_claim(step.data)), step.seq or seq + 1
+
+
+def _subject(session_id: str, event_type: str) -> str:
+    return subjects.session_event(session_id, event_type)
+
+
+def _highest_claim(data: bytes | None) -> int:
+    claimed = json.loads(data or b"{}").get("payload", {}).get("claimed", [])
+    return max((int(c.get("stream_seq", 0)) for c in claimed), default=0)
 
 
 class Dispatcher:
@@ -69,9 +90,12 @@ class Dispatcher:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._sub: JetStreamContext.PullSubscription | None = None
 
     async def run(self) -> None:
-        sub = await self._js.pull_subscribe(subjects.INPUTS_ALL, durable=DURABLE, stream="INPUTS")
+        self._sub = sub = await self._js.pull_subscribe(
+            subjects.INPUTS_ALL, durable=DURABLE, stream="INPUTS"
+        )
         while not self._stopping.is_set():
             try:
                 msgs = await sub.fetch(64, timeout=1.0)
@@ -93,6 +117,11 @@ class Dispatcher:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Unsubscribe now: nats-py never finishes draining a pull subscription whose last
+        # fetch timed out, so leaving it to the connection's drain stalls every shutdown.
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
 
     async def _handle(self, msg: Msg) -> None:
         try:

@@ -11,13 +11,14 @@ import contextlib
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js.kv import KeyValue
 
 from tavern_events.ids import new_id
 from tavern_loop.dispatch import Dispatcher
@@ -69,33 +70,61 @@ class LoopEngine:
         self._conn: NatsConnection | None = None
         self._dispatcher: Dispatcher | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
+        self._registry = ToolRegistry(list(parts.tools))
+        self._spill: SpillPolicy | None = None
         self._name = name
 
     async def start(self) -> None:
         self._conn = conn = await connect(self.settings, f"{self._name}-engine")
         kv = await conn.js.key_value(LEASES.name)
         self.leases = Leases(kv, self.holder)
+        await self._match_lease_ttl(kv)
         self.writer = SessionLogWriter(conn.nc)
         self.deps = self._deps(conn)
         self._dispatcher = Dispatcher(conn.nc, self.leases, self._start_runner, self.runners)
         self._dispatch_task = asyncio.create_task(self._dispatcher.run(), name="loop-dispatch")
         log.info("loop_engine_started", holder=self.holder)
 
+    async def _match_lease_ttl(self, kv: KeyValue) -> None:
+        """Leases expire after the bucket's max age, whatever the options say: renew (every
+        third of the TTL) against the shorter of the two, or a held lease would lapse."""
+        bucket_ttl = (await kv.status()).ttl
+        options = self.parts.options
+        if bucket_ttl and bucket_ttl < options.lease_ttl_s:
+            log.warning(
+                "lease_ttl_shortened", configured_s=options.lease_ttl_s, bucket_s=bucket_ttl
+            )
+            self.parts = replace(self.parts, options=replace(options, lease_ttl_s=bucket_ttl))
+
     def _deps(self, conn: NatsConnection) -> LoopDeps:
         options = self.parts.options
         spill_root = Path(self.settings.data_dir) / "spill"
         store = SpillStore(spill_root)
-        spill = (
+        self._spill = (
             SpillPolicy(store, options.spill_max_inline_bytes)
             if options.spill_max_inline_bytes is not None
             else None
         )
-        guard = RepeatGuard(options.guard) if options.guard is not None else None
-        pipeline = ToolPipeline(ToolRegistry(list(self.parts.tools)), guard=guard, spill=spill)
         recall = RecallClient(conn.nc, options.recall_timeout_s) if options.recall else None
         return LoopDeps(
-            self.parts.router, pipeline, conn.js, self._rpc, options, utc_now, new_id, recall, store
+            self.parts.router,
+            self._pipeline(),
+            conn.js,
+            self._rpc,
+            options,
+            utc_now,
+            new_id,
+            recall,
+            store,
         )
+
+    def _pipeline(self) -> ToolPipeline:
+        """A pipeline per session runner: the repeat guard's chains (keyed by agent id) are
+        the session's own and go away with the runner, instead of mixing every session's
+        `main` agent in one chain."""
+        config = self.parts.options.guard
+        guard = RepeatGuard(config) if config is not None else None
+        return ToolPipeline(self._registry, guard=guard, spill=self._spill)
 
     async def _rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         assert self._conn is not None
@@ -122,9 +151,8 @@ class LoopEngine:
             if lease is None:
                 return
             assert self._conn is not None
-            runner = SessionRunner(
-                session_id, lease, self.leases, self._conn.nc, self.deps, self.writer
-            )
+            deps = replace(self.deps, pipeline=self._pipeline())
+            runner = SessionRunner(session_id, lease, self.leases, self._conn.nc, deps, self.writer)
             self.runners[session_id] = runner
             await runner.run()
         except Exception:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -19,7 +20,7 @@ from tavern_loop.domain.repair import repair_events
 from tavern_loop.inputs import PendingInput, parse_input, pending_inputs
 from tavern_loop.lease import Lease, LeaseKeeper, Leases
 from tavern_loop.sessionlog import HeldLog
-from tavern_loop.turn import LoopDeps, TurnRunner
+from tavern_loop.turn import LoopDeps, TurnRunner, input_rejection
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
@@ -27,17 +28,31 @@ from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 log = get_logger(__name__)
 
 
-def choose_claim(pending: list[PendingInput], limit: int) -> list[PendingInput]:
+def choose_claim(
+    pending: list[PendingInput],
+    limit: int,
+    refused: Callable[[PendingInput], bool] = lambda item: False,
+) -> list[PendingInput]:
     """What the next turn claims: the readable inputs in order (stale cancels included, so the
-    cursor passes them), stopping after a command so it runs at a turn boundary."""
+    cursor passes them), stopping after a command so it runs at a turn boundary.
+
+    An input the pre-step refuses is claimed alone: the inputs before it make a turn of their
+    own, so a refused message never takes a good one down with it.
+    """
     claim: list[PendingInput] = []
     for item in pending[:limit]:
         if item.command is None:
             continue  # unreadable: the dispatcher dead-letters it
-        claim.append(item)
-        if item.slash is not None:
+        if refused(item) and _has_work(claim):
             break
-    return claim if any(p.message or p.slash for p in claim) else []
+        claim.append(item)
+        if item.slash is not None or refused(item):
+            break
+    return claim if _has_work(claim) else []
+
+
+def _has_work(claim: list[PendingInput]) -> bool:
+    return any(p.message or p.slash for p in claim)
 
 
 class SessionRunner:
@@ -104,7 +119,12 @@ class SessionRunner:
             self._deps.options.max_claims_per_turn,
         )
         fresh = [p for p in found if p.input_id not in state.claimed_ids]
-        return choose_claim(fresh, self._deps.options.max_claims_per_turn)
+        options = self._deps.options
+        return choose_claim(
+            fresh,
+            options.max_claims_per_turn,
+            lambda item: input_rejection(item, options) is not None,
+        )
 
     def _draft(self) -> Drafter:
         deps = self._deps

@@ -138,15 +138,18 @@ class TurnRunner:
         rejection = self._rejection(messages)
         if rejection:
             return await self._end("rejected", reason=rejection)
+        if cancelled_in_claim(claimed):
+            self.progress.cancel_reason = "cancelled by input"
+            self.cancel.set()
         await self._steps(messages)
         return await self._end("completed")
 
     def _rejection(self, messages: list[PendingInput]) -> str | None:
         """The pre-step decision: a claim the loop refuses (it is consumed, no step runs)."""
-        limit = self.deps.options.max_input_chars
         for item in messages:
-            if item.message is not None and len(item.message.payload.text) > limit:
-                return f"input {item.input_id} is longer than {limit} characters"
+            reason = input_rejection(item, self.deps.options)
+            if reason is not None:
+                return reason
         return None
 
     async def _command(self, item: PendingInput) -> None:
@@ -210,6 +213,8 @@ class TurnRunner:
         usage, outcomes, finish = Usage(), [], "error"
         try:
             await self._user_messages(inputs, reminders)
+            if self.cancel.is_set():  # what was said is kept; no request is sent
+                raise TurnCancelled
             await self._recall()
             await self._pressure()
             final = await self._request()
@@ -291,10 +296,11 @@ class TurnRunner:
         if any(p.is_cancel for p in fresh):
             self.progress.cancel_reason = "cancelled by input"
             self.cancel.set()
-        # Only a prefix of messages is claimed: a command waits for the turn boundary.
+        # Only a prefix of messages is claimed: a command waits for the turn boundary, and a
+        # message the pre-step would refuse waits for a turn of its own (and is rejected there).
         claimable: list[PendingInput] = []
         for item in fresh:
-            if item.slash is not None:
+            if item.slash is not None or input_rejection(item, self.deps.options) is not None:
                 break
             if item.message is not None or item.command is None or item.is_cancel:
                 claimable.append(item)
@@ -504,6 +510,21 @@ class TurnRunner:
             after=after,
         )
         return True
+
+
+def input_rejection(item: PendingInput, options: LoopOptions) -> str | None:
+    """Why the pre-step refuses this input, or None (only messages can be refused)."""
+    limit = options.max_input_chars
+    if item.message is not None and len(item.message.payload.text) > limit:
+        return f"input {item.input_id} is longer than {limit} characters"
+    return None
+
+
+def cancelled_in_claim(claimed: list[PendingInput]) -> bool:
+    """A cancel claimed after the turn's last message was meant for this turn (it came before
+    the turn could start); a cancel before that message was late for an earlier turn."""
+    last = max((i for i, c in enumerate(claimed) if c.message is not None), default=None)
+    return last is not None and any(c.is_cancel for c in claimed[last + 1 :])
 
 
 def _usage(final: FinalMessage) -> Usage:

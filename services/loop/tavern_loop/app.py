@@ -1,0 +1,44 @@
+"""The loop's composition root: broker and handlers. Bus only: no Postgres.
+
+Streams are provisioned by `tavern init` / `tavern up`; subscribers bind with
+`JStream(name, declare=False)` and the service is ready only once its streams exist.
+"""
+
+from __future__ import annotations
+
+from faststream import ContextRepo, FastStream
+from faststream.specification import AsyncAPI
+
+from tavern_events import streams
+from tavern_loop import handlers
+from tavern_loop.config import LoopSettings
+from tavern_runtime.bus import build_broker
+from tavern_runtime.logs import get_logger
+from tavern_runtime.migrations import MigrationSet
+from tavern_runtime.provision import LEASES, ConsumerSpec
+from tavern_runtime.service import RESOURCES_KEY, ServiceResources
+
+SERVICE = handlers.SERVICE
+STREAMS: tuple[str, ...] = (streams.SESSIONS.name, streams.INPUTS.name, LEASES.stream_name)
+"""Streams (and the lease bucket) the service needs: readiness fails while one is missing."""
+CONSUMERS: tuple[ConsumerSpec, ...] = ()
+"""Durable consumers of the service, created by provisioning."""
+
+
+def migrations() -> MigrationSet | None:
+    """The loop keeps no tables."""
+    return None
+
+
+def build_app(settings: LoopSettings) -> FastStream:
+    """The only wiring of the service; opens nothing until the app starts."""
+    broker = build_broker(settings, SERVICE)
+    handlers.register(broker)
+    context = ContextRepo()
+    context.set_global(RESOURCES_KEY, ServiceResources(streams=STREAMS))
+    return FastStream(
+        broker,
+        context=context,
+        logger=get_logger("faststream"),
+        specification=AsyncAPI(title="tavern-loop", version=handlers.VERSION),
+    )
