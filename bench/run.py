@@ -26,7 +26,7 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import baselines, figures  # noqa: F401 - importing them registers their benches
+from bench import baselines, figures, loop_figures  # noqa: F401 - importing registers benches
 from bench.registry import REGISTRY, Bench, Env, Result, Row, Server
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from tavern_runtime.logs import configure_logging

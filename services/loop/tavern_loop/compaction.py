@@ -31,9 +31,9 @@ INSTRUCTION = (
 )
 
 
-def pressure(system: str, tools: list[dict[str, Any]], log: Sequence[SessionEvent]) -> int:
+def pressure(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> int:
     """Tokens the next request would carry (estimate)."""
-    return system_tokens(system) + tools_tokens(tools) + messages_tokens(derive_messages(log))
+    return system_tokens(system) + tools_tokens(tools) + messages_tokens(messages)
 
 
 def threshold_tokens(context_window: int, options: CompactionOptions) -> int:

@@ -73,7 +73,7 @@ class SessionRunner:
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
 
     def claimed(self, stream_seq: int) -> bool:
-        return self.held is not None and self.held.state.input_cursor >= stream_seq
+        return self.held is not None and self.held.durable_cursor >= stream_seq
 
     async def run(self) -> None:
         self._keeper.start()
@@ -142,4 +142,4 @@ class SessionRunner:
         payload = SessionCreatedPayload(
             architecture="agent-tavern", context_mode="dsh-native", chat_id=self.session_id
         )
-        await held.append(self._draft()(SessionCreated, payload))
+        held.stage(self._draft()(SessionCreated, payload))

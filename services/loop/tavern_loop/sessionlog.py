@@ -1,4 +1,10 @@
-"""One session's log as the runner holds it: the events so far, their fold, and appends."""
+"""One session's log as the runner holds it: the events so far, their fold, and appends.
+
+Events are staged (numbered, folded, visible to `derive_messages`) and flushed to the stream
+before anything outside depends on them: a model request, a tool execution, the end of a turn.
+A crash loses only staged events, which no one has seen, or leaves a durable prefix of them,
+which is a well-formed log that crash repair closes.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,9 @@ import asyncio
 from collections.abc import Sequence
 
 from tavern_events.envelope import SessionEvent
+from tavern_events.step import StepStarted
+from tavern_events.turn import TurnStarted
+from tavern_loop.domain.history import Message, Surface
 from tavern_loop.domain.state import SessionState, fold
 from tavern_runtime.errors import TransientError
 from tavern_runtime.logs import get_logger
@@ -14,10 +23,13 @@ from tavern_runtime.sessionlog import SessionLogWriter
 log = get_logger(__name__)
 
 APPEND_ATTEMPTS = 5
+BATCH_MIN = 8
+"""Below this many events, conditional appends one by one beat an atomic batch: the server's
+batch path costs about 2.8 ms however small the batch, a single append about 0.45 ms."""
 
 
 class HeldLog:
-    """Appends are serialised and conditional on the last seq this holder has seen.
+    """Flushes are serialised and conditional on the last durable seq this holder has seen.
 
     A `ConcurrencyConflict` from the writer means another writer moved the log: the caller
     must stop (its lease is gone). An unknown outcome is retried with the same events, which
@@ -28,29 +40,68 @@ class HeldLog:
         self.session_id = session_id
         self.events = events
         self.state: SessionState = fold(session_id, events)
+        self.surface = Surface()
+        for event in events:
+            self.surface.apply(event)
+        self.durable_seq = self.state.last_seq
+        self.durable_cursor = self.state.input_cursor
         self._writer = writer
+        self._staged: list[SessionEvent] = []
         self._lock = asyncio.Lock()
 
-    async def append(self, *events: SessionEvent) -> Sequence[SessionEvent]:
-        async with self._lock:
-            appended = await self._append(events)
-            for event in appended:
-                self.events.append(event)
-                self.state.apply(event)
-            return appended
+    def stage(self, *events: SessionEvent) -> list[SessionEvent]:
+        """Number and fold `events` now; they reach the stream with the next flush."""
+        numbered = []
+        for event in events:
+            event = event.model_copy(update={"seq": self.state.last_seq + 1})
+            self.events.append(event)
+            self.state.apply(event)
+            self.surface.apply(event)
+            numbered.append(event)
+        self._staged.extend(numbered)
+        return numbered
 
-    async def _append(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
+    def messages(self) -> list[Message]:
+        """`derive_messages(self.events)`, kept up to date as events are staged."""
+        return self.surface.messages()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            batch = list(self._staged)
+            if not batch:
+                return
+            for part in _parts(batch):
+                await self._append(part)
+                del self._staged[: len(part)]
+                self._settled(part)
+
+    async def append(self, *events: SessionEvent) -> Sequence[SessionEvent]:
+        """Stage and flush at once (with anything staged before)."""
+        numbered = self.stage(*events)
+        await self.flush()
+        return numbered
+
+    def _settled(self, batch: list[SessionEvent]) -> None:
+        self.durable_seq = batch[-1].seq
+        for event in batch:
+            if isinstance(event, TurnStarted | StepStarted):
+                for claim in event.payload.claimed:
+                    self.durable_cursor = max(self.durable_cursor, claim.stream_seq)
+
+    async def _append(self, events: Sequence[SessionEvent]) -> None:
         delay = 0.05
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
-                result = await self._writer.append(
-                    self.session_id, events, expected_last=self.state.last_seq
-                )
-                return result.events
+                await self._writer.append(self.session_id, events, expected_last=events[0].seq - 1)
+                return
             except TransientError:
                 if attempt == APPEND_ATTEMPTS:
                     raise
                 log.warning("append_retry", session_id=self.session_id, attempt=attempt)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")
+
+
+def _parts(batch: list[SessionEvent]) -> list[list[SessionEvent]]:
+    """One atomic batch when that is cheaper, else one conditional append per event."""
+    return [batch] if len(batch) >= BATCH_MIN else [[event] for event in batch]

@@ -1,7 +1,8 @@
 """One model request: stream deltas into `assistant/chunk` events, stop at once on cancel.
 
 Chunk appends are coalesced: while one append is in flight, later deltas gather into the next
-event, so a fast stream costs a few appends rather than one per token.
+event, so a long stream costs a few appends rather than one per token, and a stream that ends
+within `delay_s` costs none of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tavern_loop.domain.drafts import Drafter
 from tavern_loop.providers.base import FinalMessage, StreamDelta, StreamItem
 
 Append = Callable[[AssistantChunk], Awaitable[object]]
+Stage = Callable[[AssistantChunk], object]
 
 
 @dataclass
@@ -29,15 +31,21 @@ class StreamOutcome:
 
 @dataclass
 class _ChunkWriter:
+    """Publishes deltas live once a stream has run for `delay_s`; a faster stream's deltas are
+    staged with the final message instead (one append, not several)."""
+
     append: Append
+    stage: Stage
     draft: Drafter
     attempt: int
     enabled: bool
+    delay_s: float = 0.05
     index: int = 0
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: list[DeltaPart] = field(default_factory=list)
     inflight: asyncio.Task[None] | None = None
+    flushing: bool = False
 
     def add(self, delta: StreamDelta) -> None:
         if not self.enabled:
@@ -49,25 +57,41 @@ class _ChunkWriter:
             for c in delta.tool_calls
         )
         if self.inflight is None or self.inflight.done():
-            self.inflight = asyncio.create_task(self._flush())
+            self.inflight = asyncio.create_task(self._flush_later())
 
-    async def _flush(self) -> None:
-        while self.text or self.calls:
-            payload = AssistantChunkPayload(
-                index=self.index,
-                attempt=self.attempt,
-                delta="".join(self.text),
-                reasoning_delta="".join(self.reasoning),
-                tool_calls=tuple(self.calls),
-            )
-            self.text, self.reasoning, self.calls = [], [], []
-            self.index += 1
-            await self.append(self.draft(AssistantChunk, payload, source="host"))
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.delay_s)
+        self.flushing = True
+        try:
+            while self.text or self.calls:
+                await self.append(self._take())
+        finally:
+            self.flushing = False
+
+    def _take(self) -> AssistantChunk:
+        payload = AssistantChunkPayload(
+            index=self.index,
+            attempt=self.attempt,
+            delta="".join(self.text),
+            reasoning_delta="".join(self.reasoning),
+            tool_calls=tuple(self.calls),
+        )
+        self.text, self.reasoning, self.calls = [], [], []
+        self.index += 1
+        return self.draft(AssistantChunk, payload, source="host")
 
     async def close(self) -> None:
-        if self.inflight is not None:
-            await self.inflight
-        await self._flush()
+        """Wait for a live append in flight; stage whatever is left (it lands with the next)."""
+        task = self.inflight
+        if task is not None and not task.done():
+            if self.flushing:
+                await task
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.text or self.calls:
+            self.stage(self._take())
 
 
 async def stream_reply(
@@ -114,5 +138,7 @@ async def _next_or_cancel(
     return None
 
 
-def chunk_writer(append: Append, draft: Drafter, attempt: int, enabled: bool) -> _ChunkWriter:
-    return _ChunkWriter(append, draft, attempt, enabled)
+def chunk_writer(
+    append: Append, stage: Stage, draft: Drafter, attempt: int, enabled: bool
+) -> _ChunkWriter:
+    return _ChunkWriter(append, stage, draft, attempt, enabled)

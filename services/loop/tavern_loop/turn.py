@@ -104,16 +104,19 @@ class TurnRunner:
         self.budget = TurnBudget()
 
     async def append(self, *events: SessionEvent) -> Sequence[SessionEvent]:
+        """Durable now (with everything staged before): before the outside depends on it."""
         return await self.held.append(*events)
+
+    def stage(self, *events: SessionEvent) -> Sequence[SessionEvent]:
+        """In the log as the model sees it; durable with the next append."""
+        return self.held.stage(*events)
 
     async def run(self, claimed: list[PendingInput]) -> TurnEnded:
         """Open the turn claiming `claimed`, run it, and always close it (except on conflict)."""
         self.draft.turn, self.draft.step = self.held.state.last_turn + 1, 0
         trigger = "input" if any(c.message for c in claimed) else "command"
         claims = tuple(c.claim() for c in claimed)
-        await self.append(
-            self.draft(TurnStarted, TurnStartedPayload(claimed=claims, trigger=trigger))
-        )
+        self.stage(self.draft(TurnStarted, TurnStartedPayload(claimed=claims, trigger=trigger)))
         try:
             return await self._body(claimed)
         except ConcurrencyConflict:
@@ -209,7 +212,7 @@ class TurnRunner:
     ) -> tuple[FinalMessage, list[ToolCallOutcome]]:
         self.progress.steps += 1
         self.draft.step = self.progress.steps
-        await self.append(self.draft(StepStarted, StepStartedPayload(claimed=claims)))
+        self.stage(self.draft(StepStarted, StepStartedPayload(claimed=claims)))
         usage, outcomes, finish = Usage(), [], "error"
         try:
             await self._user_messages(inputs, reminders)
@@ -227,10 +230,10 @@ class TurnRunner:
             if self.cancel.is_set():
                 finish = "cancelled"
             payload = StepEndedPayload(usage=usage, tool_calls=len(outcomes), finish_reason=finish)
-            await self.append(self.draft(StepEnded, payload))
+            self.stage(self.draft(StepEnded, payload))
 
     async def _stopping(self, reason: str) -> None:
-        await self.append(self.draft(TurnStopping, TurnStoppingPayload(reason=reason)))
+        self.stage(self.draft(TurnStopping, TurnStoppingPayload(reason=reason)))
 
     async def _user_messages(self, inputs: list[PendingInput], reminders: list[str]) -> None:
         events: list[SessionEvent] = []
@@ -264,7 +267,7 @@ class TurnRunner:
                 )
             )
         if events:
-            await self.append(*events)
+            self.stage(*events)
 
     async def _recall(self) -> None:
         client = self.deps.recall
@@ -277,7 +280,7 @@ class TurnRunner:
         if found is None:
             return
         text = f"{RECALL_HEADER}\n{found.text}"
-        await self.append(
+        self.stage(
             self.draft(
                 UserMessage, UserMessagePayload(text=text), source="plugin:ledger", form="recall"
             )
@@ -317,7 +320,7 @@ class TurnRunner:
     def _request_parts(self) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
         system = self.deps.options.system_prompt
         tools = self.deps.pipeline.registry.schemas()
-        return system, tools, derive_messages(self.held.events)
+        return system, tools, self.held.messages()
 
     async def _request(self) -> FinalMessage:
         try:
@@ -355,7 +358,9 @@ class TurnRunner:
         )
         await self.append(self.draft(AgentRequest, payload))
         request = ChatRequest(model=target.model, messages=messages, tools=tools, route="chat")
-        writer = chunk_writer(self.append, self.draft, attempt, self.deps.options.chunk_events)
+        writer = chunk_writer(
+            self.append, self.stage, self.draft, attempt, self.deps.options.chunk_events
+        )
         outcome = await stream_reply(router.stream("chat", request), self.cancel, writer)
         if outcome.final is None:
             await self._partial(outcome.text, outcome.reasoning)
@@ -372,7 +377,7 @@ class TurnRunner:
             finish_reason="cancelled",
             partial=True,
         )
-        await self.append(self.draft(AssistantMessage, payload, source="host"))
+        self.stage(self.draft(AssistantMessage, payload, source="host"))
 
     async def _assistant(self, final: FinalMessage) -> None:
         calls = tuple(
@@ -387,7 +392,7 @@ class TurnRunner:
             provider=final.provider,
             model=final.model,
         )
-        await self.append(self.draft(AssistantMessage, payload, source="host"))
+        self.stage(self.draft(AssistantMessage, payload, source="host"))
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -421,7 +426,7 @@ class TurnRunner:
             await self.append(self.draft(ToolCall, payload, source="host"))
 
         async def result(outcome: ToolCallOutcome) -> None:
-            await self.append(
+            self.stage(
                 self.draft(ToolResult, _result_payload(outcome), source=_tool_source(outcome.name))
             )
 
@@ -433,10 +438,10 @@ class TurnRunner:
         options = self.deps.options.compaction
         if not options.enabled:
             return
-        system, tools, _ = self._request_parts()
+        system, tools, messages = self._request_parts()
         window = self.deps.router.context_window("chat")
         limit = compaction.threshold_tokens(window, options)
-        if compaction.pressure(system, tools, self.held.events) < limit:
+        if compaction.pressure(system, tools, messages) < limit:
             return
         await self.compact(
             "pressure", retain_tokens=int(window * options.retain_ratio), limit=limit
@@ -449,7 +454,10 @@ class TurnRunner:
         changed = False
         if options.pruner is not None:
             changed = await self._prune(trigger, system, tools)
-            if limit is not None and compaction.pressure(system, tools, self.held.events) < limit:
+            if (
+                limit is not None
+                and compaction.pressure(system, tools, self.held.messages()) < limit
+            ):
                 return changed
         return await self._summarise(trigger, system, retain_tokens) or changed
 
@@ -459,13 +467,13 @@ class TurnRunner:
         ids = compaction.prune_plan(self.held.events, config)
         if not ids:
             return False
-        before = compaction.pressure(system, tools, self.held.events)
+        before = compaction.pressure(system, tools, self.held.messages())
         after_log = [*self.held.events]
         payload = compaction.prune_payload(ids, config, before, before, trigger)
         probe = self.draft(ContextCompacted, payload, seq=self.held.state.last_seq + 1)
-        after = compaction.pressure(system, tools, [*after_log, probe])
+        after = compaction.pressure(system, tools, derive_messages([*after_log, probe]))
         payload = compaction.prune_payload(ids, config, before, after, trigger)
-        await self.append(self.draft(ContextCompacted, payload))
+        self.stage(self.draft(ContextCompacted, payload))
         log.info(
             "context_pruned",
             session_id=self.held.session_id,
@@ -501,7 +509,7 @@ class TurnRunner:
             provider=final.provider,
             model=final.model,
         )
-        await self.append(self.draft(ContextCompacted, payload))
+        self.stage(self.draft(ContextCompacted, payload))
         log.info(
             "context_summarised",
             session_id=self.held.session_id,

@@ -35,7 +35,9 @@ class _Entry:
 
 
 @dataclass
-class _Surface:
+class Surface:
+    """The history as a fold: apply events one by one, read the messages at any point."""
+
     entries: list[_Entry] = field(default_factory=list)
     summary: str | None = None
 
@@ -119,7 +121,7 @@ def checkpoint_text(summary: str) -> str:
 
 def derive_messages(log: Iterable[SessionEvent]) -> list[Message]:
     """The model history of a session log (system prompt and tool schemas are not included)."""
-    surface = _Surface()
+    surface = Surface()
     for event in log:
         surface.apply(event)
     return surface.messages()

@@ -1,0 +1,154 @@
+"""Loop figures: the overhead of one turn with the offline model, and a fleet of sessions.
+
+Both run the real loop code against a fresh nats-server; only the model is the deterministic
+offline stand-in, so what is measured is the loop's own machinery and the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nats
+
+from bench.registry import Env, Result, figure
+from tavern_events import subjects
+from tavern_events.ids import new_id
+from tavern_events.input import MessageInput, MessageInputPayload
+from tavern_events.union import encode
+from tavern_loop.dispatch import dispatch_consumer
+from tavern_loop.engine import EngineParts, LoopEngine
+from tavern_loop.inputs import pending_inputs
+from tavern_loop.options import LoopOptions
+from tavern_loop.providers.offline import OfflineProvider
+from tavern_loop.providers.router import ProviderRouter
+from tavern_loop.sessionlog import HeldLog
+from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry, ToolSpec
+from tavern_loop.tools.pipeline import ToolPipeline
+from tavern_loop.turn import LoopDeps, TurnRunner
+from tavern_runtime.provision import provision
+from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
+from tavern_runtime.settings import TavernSettings
+
+ONE_TOOL_TURN = 'call echo with {"n": 1}'
+FLEET_SESSIONS = 200
+
+
+async def _echo(args: Any, ctx: ToolContext) -> ToolOutput:
+    return ToolOutput(content=json.dumps(args))
+
+
+ECHO = Tool(ToolSpec("echo", "Echo the arguments.", {"type": "object"}, parallel_safe=True), _echo)
+
+
+def _router() -> ProviderRouter:
+    offline = "offline:offline-1"
+    return ProviderRouter(
+        {"offline": OfflineProvider()}, {"chat": [offline], "summarise": [offline]}
+    )
+
+
+def _message(session_id: str, text: str) -> MessageInput:
+    return MessageInput(
+        input_id=new_id(),
+        session_id=session_id,
+        ts=datetime.now(UTC),
+        payload=MessageInputPayload(text=text),
+    )
+
+
+async def _send(js: Any, message: MessageInput) -> None:
+    subject = subjects.session_input(message.session_id, "message")
+    await js.publish(subject, encode(message), headers={"Nats-Msg-Id": message.input_id})
+
+
+@figure(
+    "loop_turn",
+    baseline="publish_awaited",
+    servers=("fsync",),
+    count=200,
+    description="one turn with the offline model and 1 tool call (2 steps), timed per turn; "
+    "goal p50 <= 10 ms, p99 <= 30 ms",
+)
+async def loop_turn(env: Env, n: int) -> Result:
+    nc = await nats.connect(env.nats_url, name="bench-loop")
+    try:
+        js = nc.jetstream(timeout=10)
+        await provision(js)
+        options = LoopOptions(recall=False)
+        deps = LoopDeps(
+            _router(),
+            ToolPipeline(ToolRegistry([ECHO])),
+            js,
+            _no_rpc,
+            options,
+            lambda: datetime.now(UTC),
+            new_id,
+        )
+        session = f"bench-{new_id()[-12:]}"
+        held = HeldLog(session, SessionLogWriter(nc), [])
+        latencies: list[float] = []
+        started = time.perf_counter()
+        for _ in range(n):
+            await _send(js, _message(session, ONE_TOOL_TURN))
+            pending = await pending_inputs(js, session, held.state.input_cursor)
+            t0 = time.perf_counter()
+            ended = await TurnRunner(held, deps, asyncio.Event()).run(pending)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            assert ended.payload.outcome == "completed" and ended.payload.steps == 2
+        return Result(n, time.perf_counter() - started, tuple(latencies))
+    finally:
+        await nc.close()
+
+
+async def _no_rpc(subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    return {"error": {"code": "unavailable", "message": subject}}
+
+
+@figure(
+    "loop_fleet",
+    baseline="publish_pipelined",
+    servers=("fsync",),
+    count=600,
+    goal=0.5,
+    description=f"{FLEET_SESSIONS} concurrent sessions through dispatch, leases and runners; "
+    "rate = session events appended per second",
+)
+async def loop_fleet(env: Env, n: int) -> Result:
+    nc = await nats.connect(env.nats_url, name="bench-fleet")
+    root = Path(tempfile.mkdtemp(prefix="tavern-bench-loop-"))
+    engine = LoopEngine(
+        TavernSettings(nats_url=env.nats_url, data_dir=root),
+        EngineParts(LoopOptions(recall=False), _router(), [ECHO]),
+    )
+    try:
+        js = nc.jetstream(timeout=30)
+        await provision(js, consumers=[dispatch_consumer()])
+        await engine.start()
+        sessions = [f"fleet-{i}-{new_id()[-8:]}" for i in range(FLEET_SESSIONS)]
+        turns = max(1, n // FLEET_SESSIONS)
+        started = time.perf_counter()
+        for turn in range(turns):
+            await asyncio.gather(*(_send(js, _message(s, f"hello {turn}")) for s in sessions))
+        total = await _wait_all_turns(js, sessions, turns)
+        return Result(total, time.perf_counter() - started)
+    finally:
+        await engine.stop(grace_s=5)
+        await nc.close()
+
+
+async def _wait_all_turns(js: Any, sessions: list[str], turns: int) -> int:
+    """Poll until every session logged `turns` turn/ends; the number of events appended."""
+    reader = SessionLogReader(js)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        logs = await asyncio.gather(*(reader.events(s) for s in sessions))
+        if all(sum(e.type == "turn/end" for e in log) >= turns for log in logs):
+            return sum(len(log) for log in logs)
+        await asyncio.sleep(0.2)
+    raise TimeoutError("the fleet did not finish its turns")
