@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -22,8 +24,12 @@ warnings.filterwarnings("ignore", module="platformdirs")
 
 
 @pytest.fixture(scope="session")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("tavern-run")
+def run_dir() -> Iterator[Path]:
+    """Outside pytest's temp root: as root, postgres runs as another user that must traverse
+    the path, and a new pytest session resets its root to mode 0700."""
+    path = Path(tempfile.mkdtemp(prefix="tavern-test-run-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +106,7 @@ async def _clear_tavern_streams(url: str) -> None:
         for name in [s.name for s in streams.ALL] + ["KV_tavern_leases"]:
             try:
                 await js.delete_stream(name)
-            except Exception:  # noqa: BLE001 - absent is fine
+            except Exception:
                 await asyncio.sleep(0)
     finally:
         await nc.close()

@@ -6,6 +6,7 @@ to ends the process loudly, so an orchestrator restarts it instead of it idling 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -175,6 +176,7 @@ def build_broker(
         "ack_policy": AckPolicy.NACK_ON_ERROR,
         "graceful_timeout": settings.shutdown_grace_s,
         "logger": get_logger("faststream"),
+        "log_level": logging.DEBUG,  # FastStream's per-message Received/Processed lines
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
         **overrides,

@@ -49,13 +49,29 @@ def _wait(check: object, timeout: float, what: str) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
+    """A running process; a zombie (exited, not yet reaped) does not count."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError):
+        stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return stat_fields[0] != "Z"
     return True
+
+
+def _terminate(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL: for a server a crashed owner left behind."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _remembered_port(path: Path) -> int:
@@ -90,6 +106,8 @@ class EmbeddedNats:
     http_port: int = 0
     sync_always: bool = True
     server_name: str = "tavern-embedded"
+    stop_orphans: bool = False
+    """Stop a server that a crashed owner left on this data dir (the caller holds its lock)."""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -138,7 +156,9 @@ class EmbeddedNats:
     def _refuse_second_owner(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             pid = int((self.data_dir / "pid").read_text())
-            if _pid_alive(pid) and _is_nats(pid):
+            if _pid_alive(pid) and _is_nats(pid) and self.stop_orphans:
+                _terminate(pid)
+            elif _pid_alive(pid) and _is_nats(pid):
                 raise ConfigurationError(
                     f"a nats-server (pid {pid}) already runs on {self.data_dir}; "
                     "stop the other `tavern up` first"
@@ -206,6 +226,8 @@ class EmbeddedPostgres:
     data_dir: Path
     port: int = 0
     database: str = PG_DATABASE
+    stop_orphans: bool = False
+    """Stop a server that a crashed owner left on this data dir (the caller holds its lock)."""
     pid: int | None = field(default=None, repr=False)
 
     @property
@@ -304,7 +326,9 @@ class EmbeddedPostgres:
 
     def _refuse_second_owner(self) -> None:
         pid = self._postmaster_pid()
-        if pid is not None and _pid_alive(pid):
+        if pid is not None and _pid_alive(pid) and self.stop_orphans:
+            self.stop()
+        elif pid is not None and _pid_alive(pid):
             raise ConfigurationError(
                 f"a postgres (pid {pid}) already runs on {self.pgdata}; stop the other owner first"
             )

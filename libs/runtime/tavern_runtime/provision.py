@@ -141,7 +141,7 @@ class BucketSpec:
 
 LEASES = BucketSpec(
     "tavern_leases",
-    ttl_s=30.0,
+    ttl_s=10.0,
     description="Session leases: the loop replica that holds a key runs that session.",
 )
 BUCKETS: tuple[BucketSpec, ...] = (LEASES,)
@@ -367,7 +367,7 @@ async def verify(
         drifts = await _live_drift(js, spec, replicas)
     except NotFoundError as exc:
         what = f"stream {spec.name}" if isinstance(spec, StreamSpec) else f"consumer {spec.name}"
-        raise ConfigurationError(f"{what} does not exist: run `tavern provision`") from exc
+        raise ConfigurationError(f"{what} does not exist: run `tavern init`") from exc
     for drift in drifts:
         log.error("resource_drift", resource=drift.resource, field=drift.field)
     return drifts

@@ -25,7 +25,12 @@ class TavernSettings(BaseSettings):
     nats_password: str = ""
     stream_replicas: int = Field(default=1, ge=1, le=5)
     health_host: str = "127.0.0.1"
-    health_port: int = Field(default=0, ge=0, le=65535, description="0 = no HTTP health endpoint")
+    health_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="0 = pick a free port (written to <data_dir>/run/<service>.health)",
+    )
     shutdown_grace_s: float = 15.0
 
     @property

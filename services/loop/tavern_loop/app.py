@@ -11,6 +11,8 @@ from faststream.specification import AsyncAPI
 
 from tavern_events import streams
 from tavern_loop import handlers
+from tavern_loop.dispatch import dispatch_consumer
+from tavern_loop.engine import LoopEngine, default_parts
 from tavern_loop.config import LoopSettings
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
@@ -21,7 +23,7 @@ from tavern_runtime.service import RESOURCES_KEY, ServiceResources
 SERVICE = handlers.SERVICE
 STREAMS: tuple[str, ...] = (streams.SESSIONS.name, streams.INPUTS.name, LEASES.stream_name)
 """Streams (and the lease bucket) the service needs: readiness fails while one is missing."""
-CONSUMERS: tuple[ConsumerSpec, ...] = ()
+CONSUMERS: tuple[ConsumerSpec, ...] = (dispatch_consumer(),)
 """Durable consumers of the service, created by provisioning."""
 
 
@@ -36,9 +38,17 @@ def build_app(settings: LoopSettings) -> FastStream:
     handlers.register(broker)
     context = ContextRepo()
     context.set_global(RESOURCES_KEY, ServiceResources(streams=STREAMS))
-    return FastStream(
+    app = FastStream(
         broker,
         context=context,
         logger=get_logger("faststream"),
         specification=AsyncAPI(title="tavern-loop", version=handlers.VERSION),
     )
+    engine = LoopEngine(settings, default_parts(settings))
+
+    async def stop_engine() -> None:
+        await engine.stop(settings.shutdown_grace_s)
+
+    app.after_startup(engine.start)
+    app.on_shutdown(stop_engine)
+    return app

@@ -1,0 +1,53 @@
+"""The four services of AgentTavern, as the CLI knows them: name, package, colour.
+
+Each service package has `app.py` with `SERVICE`, `STREAMS`, `CONSUMERS`, `migrations()` and
+`build_app(settings)`, and `__main__.py` with `main()`. Modules are imported on demand.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from tavern_runtime.migrations import MigrationSet
+from tavern_runtime.provision import ConsumerSpec
+
+
+@dataclass(frozen=True)
+class ServiceEntry:
+    name: str
+    colour: str  # ANSI SGR colour code of its `[name]` prefix
+
+    @property
+    def package(self) -> str:
+        return f"tavern_{self.name}"
+
+    @property
+    def command(self) -> list[str]:
+        """The argv after the interpreter: `-m tavern_<name>`."""
+        return ["-m", self.package]
+
+    def app(self) -> ModuleType:
+        return importlib.import_module(f"{self.package}.app")
+
+    def migrations(self) -> MigrationSet | None:
+        found: MigrationSet | None = self.app().migrations()
+        return found
+
+    def consumers(self) -> tuple[ConsumerSpec, ...]:
+        return tuple(self.app().CONSUMERS)
+
+
+SERVICES: tuple[ServiceEntry, ...] = (
+    ServiceEntry("loop", "36"),
+    ServiceEntry("ledger", "35"),
+    ServiceEntry("consolidator", "33"),
+    ServiceEntry("projector", "32"),
+)
+BY_NAME: dict[str, ServiceEntry] = {s.name: s for s in SERVICES}
+
+
+def all_consumers() -> tuple[ConsumerSpec, ...]:
+    """Every durable consumer any service declares, for provisioning."""
+    return tuple(c for s in SERVICES for c in s.consumers())

@@ -1,0 +1,61 @@
+"""`tavern chat`: a terminal conversation with a session, rendered live from its log."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from tavern_cli.conversation import Conversation, Renderer
+from tavern_cli.endpoints import nats_connection, resolve
+from tavern_cli.rundir import Layout, data_dir_from_env
+from tavern_events.ids import new_id
+
+HELP = "commands: /cancel (stop the current turn), /compact, /quit"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--session", help="session id to join (default: a new session)")
+    parser.add_argument("--nats-url", help="NATS server (default: the running `tavern up`)")
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    try:
+        return asyncio.run(_chat(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    endpoints = resolve(Layout(data_dir_from_env()), nats_url=args.nats_url)
+    session_id = args.session or f"chat-{new_id()[-12:]}"
+    async with nats_connection(endpoints) as nc:
+        chat = Conversation(nc, session_id, Renderer())
+        await chat.open()
+        print(f"session {session_id} — {HELP}")
+        try:
+            await _repl(chat)
+        finally:
+            await chat.close()
+    return 0
+
+
+async def _repl(chat: Conversation) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        text = line.strip()
+        if not text:
+            continue
+        if text == "/quit":
+            return
+        if text == "/cancel":
+            await chat.cancel()
+        elif text == "/compact":
+            await chat.command("compact")
+        elif text.startswith("/"):
+            print(HELP)
+        else:
+            await chat.send(text)

@@ -1,0 +1,252 @@
+"""`tavern up`: the whole system on this machine until Ctrl-C.
+
+Embedded NATS and Postgres under the data dir (unless `TAVERN_NATS_URL` / `TAVERN_DATABASE_URL`
+point elsewhere), provisioning and migrations, then the four services as separate processes.
+A second `tavern up` on the same data dir resumes with all its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tavern_cli import catalog, demo, initialise
+from tavern_cli.endpoints import Endpoints, nats_connection
+from tavern_cli.probes import all_ready
+from tavern_cli.rundir import (
+    Layout,
+    Servers,
+    UpLock,
+    data_dir_from_env,
+    remove_servers,
+    write_servers,
+)
+from tavern_cli.supervisor import Printer, Supervisor
+from tavern_runtime import pg
+from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from tavern_runtime.errors import ConfigurationError, TavernError
+from tavern_runtime.settings import TavernSettings
+
+READY_TIMEOUT_S = 60.0
+STOP_MARGIN_S = 5.0  # beyond a service's own grace: pool close, process exit
+
+
+@dataclass(frozen=True)
+class RunningSystem:
+    """What a demo needs to talk to the system `tavern up` runs."""
+
+    nats_url: str
+    database_url: str
+    data_dir: Path
+
+
+Demo = Callable[[RunningSystem], Coroutine[Any, Any, None]]
+
+
+async def _play_demo(system: RunningSystem) -> None:
+    await demo.run_in_up(system.nats_url, system.data_dir)
+
+
+DEMO: Demo | None = _play_demo
+"""The demo conversation `tavern up` plays once the services are ready."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-demo", action="store_true", help="start without the demo")
+    parser.add_argument(
+        "--apply-drift",
+        action="store_true",
+        help="rewrite streams/consumers whose live config drifted from the code",
+    )
+    parser.epilog = (
+        "Data lives under TAVERN_DATA_DIR (default ./.tavern). Set TAVERN_NATS_URL or "
+        "TAVERN_DATABASE_URL to use servers of your own instead of the embedded ones."
+    )
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    initialise.quiet_logging()
+    layout, printer = Layout(data_dir_from_env()), Printer()
+    lock = UpLock(layout)
+    try:
+        lock.acquire()
+    except ConfigurationError as exc:
+        print(f"tavern up: {exc.message}", file=sys.stderr)
+        return 1
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    servers = EmbeddedServers(layout)
+    try:
+        return asyncio.run(_session(layout, servers.start(printer), args, printer))
+    except TavernError as exc:
+        printer.say(f"error: {exc.message}")
+        return 1
+    except KeyboardInterrupt:
+        printer.say("interrupted while starting")
+        return 130
+    finally:
+        _ignore_signals()  # a second Ctrl-C must not leave a server running
+        servers.stop(printer)
+        remove_servers(layout)
+        lock.release()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ignore_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM before the event loop runs: unwind like Ctrl-C, so servers are stopped."""
+    raise KeyboardInterrupt
+
+
+@dataclass
+class EmbeddedServers:
+    """The servers this `tavern up` started (none when given external ones)."""
+
+    layout: Layout
+    nats: EmbeddedNats | None = None
+    postgres: EmbeddedPostgres | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def start(self, printer: Printer) -> Servers:
+        nats_url = os.environ.get("TAVERN_NATS_URL") or self._start_nats(printer)
+        database_url = os.environ.get("TAVERN_DATABASE_URL") or self._start_postgres(printer)
+        monitor = self.nats.monitor_url if self.nats else ""
+        return Servers(nats_url, database_url, monitor, os.getpid())
+
+    def _start_nats(self, printer: Printer) -> str:
+        printer.say(f"starting nats-server (data {self.layout.nats})")
+        self.nats = EmbeddedNats(self.layout.nats, stop_orphans=True)
+        self.nats.start()
+        return self.nats.url
+
+    def _start_postgres(self, printer: Printer) -> str:
+        printer.say(f"starting PostgreSQL (data {self.layout.postgres})")
+        self.postgres = EmbeddedPostgres(self.layout.postgres, stop_orphans=True)
+        self.postgres.start()
+        return self.postgres.dsn
+
+    def stop(self, printer: Printer) -> None:
+        """Postgres first, then NATS: the reverse of the start order."""
+        if self.postgres is not None:
+            printer.say("stopping PostgreSQL")
+            self.postgres.stop()
+            self.postgres = None
+        if self.nats is not None:
+            printer.say("stopping nats-server")
+            self.nats.stop()
+            self.nats = None
+
+
+async def _session(layout: Layout, servers: Servers, args: argparse.Namespace, out: Printer) -> int:
+    stopper = Stopper(out)
+    settings = TavernSettings()
+    await _prepare(servers, settings, bool(args.apply_drift), out)
+    if stopper.event.is_set():
+        return 130
+    write_servers(layout, servers)
+    grace_s = settings.shutdown_grace_s + STOP_MARGIN_S
+    supervisor = Supervisor(catalog.SERVICES, _child_env(layout, servers), out, grace_s)
+    stopper.on_repeat = supervisor.kill_all
+    supervisor.start()
+    _banner(layout, servers, out)
+    extras = [asyncio.create_task(_announce_ready(layout, out, stopper.event))]
+    extras += _demo(args, RunningSystem(servers.nats_url, servers.database_url, layout.root), out)
+    await stopper.event.wait()
+    out.say("stopping services")
+    for task in extras:
+        task.cancel()
+    await supervisor.stop()
+    return 0
+
+
+class Stopper:
+    """SIGINT/SIGTERM: the first asks for a graceful stop, a repeat hurries it (kill)."""
+
+    def __init__(self, out: Printer) -> None:
+        self.event = asyncio.Event()
+        self.out = out
+        self.on_repeat: Callable[[], None] = lambda: None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._received, signum)
+
+    def _received(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self.event.is_set():
+            self.out.say(f"{name} again: killing services")
+            self.on_repeat()
+            return
+        self.out.say(f"{name}: stopping (repeat to kill the services at once)")
+        self.event.set()
+
+
+async def _prepare(servers: Servers, settings: TavernSettings, apply: bool, out: Printer) -> None:
+    """Streams, consumers, buckets, then every service's schema: idempotent."""
+    async with nats_connection(Endpoints(servers.nats_url, servers.database_url, "up")) as nc:
+        report = await initialise.provision_all(nc, settings.stream_replicas, apply)
+    for line in report.lines():
+        if not line.startswith("unchanged"):
+            out.say(line)
+    if not report.ok:
+        out.say("drift left as is (services may refuse to start): `tavern up --apply-drift`")
+    for line in initialise.migration_lines(await initialise.migrate_all(servers.database_url)):
+        out.say(line)
+
+
+def _child_env(layout: Layout, servers: Servers) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        TAVERN_NATS_URL=servers.nats_url,
+        TAVERN_DATABASE_URL=servers.database_url,
+        TAVERN_DATA_DIR=str(layout.root),
+        TAVERN_HEALTH_PORT="0",  # four services on one host: each picks a free port
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("TAVERN_LOG_FORMAT", "console")
+    env.setdefault("TAVERN_LOG_LEVEL", "WARNING")  # the demo stays readable; INFO for more
+    return env
+
+
+def _banner(layout: Layout, servers: Servers, out: Printer) -> None:
+    monitor = servers.nats_monitor_url
+    nats_note = f" (embedded, monitor {monitor})" if monitor else ""
+    out.say("AgentTavern is starting")
+    out.say(f"  NATS      {servers.nats_url}{nats_note}")
+    out.say(f"  Postgres  {pg.describe_dsn(servers.database_url)}")
+    out.say(f"  data dir  {layout.root}")
+    out.say(f"  services  {', '.join(s.name for s in catalog.SERVICES)}")
+    out.say("  `tavern status` in another shell shows health; Ctrl-C stops everything")
+
+
+async def _announce_ready(layout: Layout, out: Printer, stop: asyncio.Event) -> None:
+    deadline = asyncio.get_running_loop().time() + READY_TIMEOUT_S
+    while not stop.is_set() and asyncio.get_running_loop().time() < deadline:
+        if await all_ready(layout):
+            out.say("all services ready")
+            return
+        await asyncio.sleep(0.5)
+    if not stop.is_set():
+        out.say(f"not all services ready after {READY_TIMEOUT_S:.0f}s: see `tavern status`")
+
+
+def _demo(
+    args: argparse.Namespace, system: RunningSystem, out: Printer
+) -> list[asyncio.Task[None]]:
+    if args.no_demo:
+        return []
+    if DEMO is None:
+        out.say("the demo conversation arrives with the loop service (--no-demo hides this note)")
+        return []
+    return [asyncio.create_task(DEMO(system))]

@@ -1,0 +1,207 @@
+"""A live conversation with one session: publish inputs, render the session's events as they land.
+
+Shared by `tavern chat` (interactive) and the demo that `tavern up` plays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+
+from tavern_events import subjects
+from tavern_events.envelope import InputCommand, SessionEvent
+from tavern_events.ids import new_id
+from tavern_events.input import (
+    CancelInput,
+    CommandInput,
+    CommandInputPayload,
+    MessageInput,
+    MessageInputPayload,
+)
+from tavern_events.union import decode_or_skip, encode
+
+DIM, BOLD, CYAN, YELLOW, RED, RESET = (
+    "\x1b[2m",
+    "\x1b[1m",
+    "\x1b[36m",
+    "\x1b[33m",
+    "\x1b[31m",
+    "\x1b[0m",
+)
+PREVIEW = 160
+
+
+def _preview(text: str, limit: int = PREVIEW) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class Renderer:
+    """Turns session events into terminal lines; assistant text is printed as it streams."""
+
+    def __init__(
+        self, out: TextIO = sys.stdout, colour: bool | None = None, prefix: str = ""
+    ) -> None:
+        self.out = out
+        self.colour = out.isatty() if colour is None else colour
+        self.prefix = prefix
+        self._streaming = False
+
+    def _c(self, code: str, text: str) -> str:
+        return f"{code}{text}{RESET}" if self.colour else text
+
+    def _line(self, text: str) -> None:
+        self._end_stream()
+        self.out.write(f"{self.prefix}{text}\n")
+        self.out.flush()
+
+    def _end_stream(self) -> None:
+        if self._streaming:
+            self.out.write("\n")
+            self._streaming = False
+
+    def render(self, event: SessionEvent) -> None:
+        handler = getattr(self, "_" + event.type.replace("/", "_").replace("-", "_"), None)
+        if handler is not None:
+            handler(event)
+
+    def _assistant_chunk(self, event: Any) -> None:
+        delta = event.payload.delta
+        if not delta:
+            return
+        if not self._streaming:
+            self.out.write(f"{self.prefix}{self._c(BOLD, 'assistant')}: ")
+            self._streaming = True
+        self.out.write(delta)
+        self.out.flush()
+
+    def _assistant_message(self, event: Any) -> None:
+        if self._streaming:
+            self._end_stream()
+        elif event.payload.content:
+            self._line(f"{self._c(BOLD, 'assistant')}: {event.payload.content}")
+        if event.payload.partial:
+            self._line(self._c(DIM, "  (partial reply kept: the turn was cancelled)"))
+
+    def _user_message(self, event: Any) -> None:
+        text = event.payload.text
+        if event.form == "recall":
+            self._line(self._c(DIM, f"  recall ▸ {_preview(text, 300)}"))
+        elif event.source.startswith("plugin:"):
+            self._line(self._c(DIM, f"  {event.source} ▸ {_preview(text)}"))
+        else:
+            self._line(f"{self._c(CYAN, 'you')}: {text}")
+
+    def _agent_request(self, event: Any) -> None:
+        p = event.payload
+        label = "offline stand-in model" if p.offline else f"{p.provider}:{p.model}"
+        self._line(
+            self._c(
+                DIM, f"  … asking {label} ({p.message_count} messages, ~{p.token_estimate} tokens)"
+            )
+        )
+
+    def _tool_call(self, event: Any) -> None:
+        p = event.payload
+        self._line(self._c(YELLOW, f"  → {p.name}({_preview(p.arguments, 120)})"))
+
+    def _tool_result(self, event: Any) -> None:
+        p = event.payload
+        mark = "←" if p.ok else "✗"
+        self._line(self._c(YELLOW if p.ok else RED, f"  {mark} {p.name}: {_preview(p.content)}"))
+
+    def _context_compacted(self, event: Any) -> None:
+        p = event.payload
+        self._line(
+            self._c(
+                DIM,
+                f"  context compacted ({p.strategy}): {p.tokens_before} → {p.tokens_after} tokens",
+            )
+        )
+
+    def _turn_end(self, event: Any) -> None:
+        p = event.payload
+        if p.outcome != "completed":
+            why = f": {p.error.message}" if p.error else (f" ({p.reason})" if p.reason else "")
+            self._line(self._c(RED, f"  turn {event.turn} {p.outcome}{why}"))
+
+
+class Conversation:
+    """Inputs out, events in. `turn_ended` fires for every turn/end of the session."""
+
+    def __init__(self, nc: Client, session_id: str, renderer: Renderer) -> None:
+        self.nc, self.session_id, self.renderer = nc, subjects.validate_id(session_id), renderer
+        self.js = nc.jetstream()
+        self.turn_ended = asyncio.Queue[SessionEvent]()
+        self._sub: Any = None
+
+    async def open(self) -> None:
+        """Follow the session's log from now on (an ordered consumer: nothing is missed)."""
+        self._sub = await self.js.subscribe(
+            subjects.session_filter(self.session_id),
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+            cb=self._on_event,
+        )
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+
+    async def _on_event(self, msg: Msg) -> None:
+        result = decode_or_skip(msg.data, None, SessionEvent)
+        event = getattr(result, "event", None)
+        if not isinstance(event, SessionEvent):
+            return
+        self.renderer.render(event)
+        if event.type == "turn/end":
+            self.turn_ended.put_nowait(event)
+
+    async def send(self, text: str) -> str:
+        command = MessageInput(
+            input_id=new_id(),
+            session_id=self.session_id,
+            ts=_now(),
+            payload=MessageInputPayload(text=text),
+        )
+        await self._publish(command, "message")
+        return command.input_id
+
+    async def cancel(self) -> None:
+        await self._publish(
+            CancelInput(input_id=new_id(), session_id=self.session_id, ts=_now()), "cancel"
+        )
+
+    async def command(self, name: str) -> None:
+        command = CommandInput(
+            input_id=new_id(),
+            session_id=self.session_id,
+            ts=_now(),
+            payload=CommandInputPayload(name=name),
+        )
+        await self._publish(command, "command")
+
+    async def _publish(self, command: InputCommand, kind: str) -> None:
+        subject = subjects.session_input(self.session_id, kind)
+        await self.js.publish(
+            subject, encode(command), headers={"Nats-Msg-Id": command.input_id}, timeout=5
+        )
+
+    async def wait_turn(self, timeout: float = 60.0) -> SessionEvent:
+        return await asyncio.wait_for(self.turn_ended.get(), timeout)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+Say = Callable[[str], None]

@@ -1,0 +1,90 @@
+"""The demo conversation `tavern up` plays: a few turns through the whole running system."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import nats
+
+from tavern_cli.conversation import Conversation, Renderer
+from tavern_events.ids import new_id
+
+SCRIPT: tuple[str, ...] = (
+    "Hello! I'm Ada, and I sail a small boat called Nautilus on weekends.",
+    "remember that my boat Nautilus is a blue 19-foot sloop",
+    "What do you remember about Nautilus?",
+    "/compact",
+)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    session_id: str
+    turns: int
+    outcomes: tuple[str, ...]
+
+
+async def play(
+    nats_url: str,
+    out: TextIO | None = None,
+    colour: bool | None = None,
+    prefix: str = "",
+    turn_timeout: float = 60.0,
+) -> DemoResult:
+    """Play SCRIPT on a new session; every line is rendered as the session log records it."""
+    nc = await nats.connect(nats_url, name="tavern-demo")
+    session_id = f"demo-{new_id()[-12:]}"
+    renderer = (
+        Renderer(out, colour, prefix) if out is not None else Renderer(colour=colour, prefix=prefix)
+    )
+    chat = Conversation(nc, session_id, renderer)
+    outcomes: list[str] = []
+    try:
+        await chat.open()
+        renderer._line(
+            f"demo session {session_id} (offline stand-in model unless TAVERN_LLM_BASE_URL is set)"
+        )
+        for line in SCRIPT:
+            if line.startswith("/"):
+                renderer._line(f"you: {line}")
+                await chat.command(line[1:])
+            else:
+                await chat.send(line)
+            ended = await chat.wait_turn(turn_timeout)
+            outcomes.append(str(ended.payload.outcome))
+            await asyncio.sleep(0)
+    finally:
+        await chat.close()
+        await nc.close()
+    return DemoResult(session_id, len(outcomes), tuple(outcomes))
+
+
+READY_TIMEOUT_S = 90.0
+
+
+async def run_in_up(nats_url: str, data_dir: Path) -> None:
+    """The demo as `tavern up` plays it: once every service is ready, on stdout."""
+    from tavern_cli.probes import all_ready
+    from tavern_cli.rundir import Layout
+
+    layout = Layout(data_dir)
+    deadline = asyncio.get_running_loop().time() + READY_TIMEOUT_S
+    while not await all_ready(layout):
+        if asyncio.get_running_loop().time() > deadline:
+            print("demo: services not ready; skipping the demo (see `tavern status`)", flush=True)
+            return
+        await asyncio.sleep(0.5)
+    print("\n--- demo conversation " + "-" * 50, flush=True)
+    try:
+        result = await play(nats_url)
+    except (TimeoutError, OSError) as exc:
+        print(f"demo: stopped early ({type(exc).__name__}: {exc})", flush=True)
+        return
+    print(
+        f"--- demo finished: {result.turns} turns ({', '.join(result.outcomes)}). Continue it "
+        f"with `./tavern chat --session {result.session_id}`; Ctrl-C stops everything.",
+        flush=True,
+    )

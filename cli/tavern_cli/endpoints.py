@@ -1,0 +1,97 @@
+"""Which servers a CLI command talks to, and short-lived connections to them.
+
+Order: command-line option, then `TAVERN_NATS_URL` / `TAVERN_DATABASE_URL`, then the
+`run/servers.json` of a `tavern up` running on the data dir, then the defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+
+from tavern_cli.rundir import Layout, read_servers
+from tavern_runtime.errors import ConfigurationError
+from tavern_runtime.settings import TavernSettings
+
+CONNECT_TIMEOUT_S = 3
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    nats_url: str
+    database_url: str
+    source: str
+
+    @property
+    def nats_servers(self) -> list[str]:
+        return [s.strip() for s in self.nats_url.split(",") if s.strip()]
+
+
+def resolve(
+    layout: Layout, nats_url: str | None = None, database_url: str | None = None
+) -> Endpoints:
+    """The servers to use, and where that answer came from (for the user)."""
+    env_nats, env_db = os.environ.get("TAVERN_NATS_URL"), os.environ.get("TAVERN_DATABASE_URL")
+    running = read_servers(layout)
+    nats_found = nats_url or env_nats or (running.nats_url if running else None)
+    db_found = database_url or env_db or (running.database_url if running else None)
+    if nats_url or database_url:
+        source = "command line"
+    elif env_nats or env_db:
+        source = "environment"
+    elif running:
+        source = f"`tavern up` (pid {running.pid}) on {layout.root}"
+    else:
+        source = "defaults (no `tavern up` running on this data dir)"
+    defaults = TavernSettings.model_fields
+    return Endpoints(
+        nats_found or str(defaults["nats_url"].default),
+        db_found or str(defaults["database_url"].default),
+        source,
+    )
+
+
+async def _quiet(_: Exception) -> None:
+    """nats-py prints every failed attempt by default; the caller reports the failure once."""
+
+
+@asynccontextmanager
+async def nats_connection(endpoints: Endpoints) -> AsyncIterator[Client]:
+    """One connection attempt, no reconnects: a CLI command should fail fast and say why."""
+    settings = TavernSettings()
+    credentials: dict[str, Any] = (
+        {"user": settings.nats_user, "password": settings.nats_password}
+        if settings.nats_user
+        else {}
+    )
+    try:
+        # nats-py retries the initial connect forever unless max_reconnect_attempts > 0.
+        nc = await asyncio.wait_for(
+            nats.connect(
+                endpoints.nats_servers,
+                name="tavern-cli",
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0.2,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                error_cb=_quiet,
+                **credentials,
+            ),
+            CONNECT_TIMEOUT_S * 2 * len(endpoints.nats_servers) + 1,
+        )
+    except Exception as exc:  # any failure to connect is reported the same way
+        raise ConfigurationError(
+            f"cannot reach NATS at {endpoints.nats_url}: "
+            f"{str(exc).removeprefix('nats: ') or type(exc).__name__}"
+        ) from None
+    try:
+        yield nc
+    finally:
+        await nc.close()

@@ -1,0 +1,50 @@
+"""The consolidator's composition root: broker, lifespan (pool and migrations), handlers.
+
+Streams are provisioned by `tavern init` / `tavern up`; subscribers bind with
+`JStream(name, declare=False)` and the service is ready only once its streams exist.
+"""
+
+from __future__ import annotations
+
+from faststream import ContextRepo, FastStream
+from faststream.specification import AsyncAPI
+
+from tavern_consolidator import handlers
+from tavern_consolidator.config import ConsolidatorSettings
+from tavern_events import streams
+from tavern_runtime.bus import build_broker
+from tavern_runtime.logs import get_logger
+from tavern_runtime.migrations import MigrationSet, load_migrations
+from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
+
+SERVICE = handlers.SERVICE
+SCHEMA = "consolidator"
+STREAMS: tuple[str, ...] = (streams.LEDGER.name, streams.SESSIONS.name)
+"""Streams the service reads or writes: readiness fails while one is missing."""
+CONSUMERS: tuple[ConsumerSpec, ...] = ()
+"""Durable consumers of the service, created by provisioning."""
+
+
+def migrations() -> MigrationSet:
+    """The `sql/NNN_<what>.sql` migrations of the `consolidator` schema."""
+    return load_migrations(SCHEMA, "tavern_consolidator")
+
+
+def build_app(settings: ConsolidatorSettings) -> FastStream:
+    """The only wiring of the service; opens nothing until the app starts."""
+    broker = build_broker(settings, SERVICE)
+    handlers.register(broker)
+    resources = ServiceResources(streams=STREAMS, postgres=True)
+    context = ContextRepo()
+    context.set_global(RESOURCES_KEY, resources)
+    lifespan = postgres_lifespan(
+        settings, migrations(), resources, max_size=settings.consolidator_pool_max
+    )
+    return FastStream(
+        broker,
+        context=context,
+        lifespan=lifespan,
+        logger=get_logger("faststream"),
+        specification=AsyncAPI(title="tavern-consolidator", version=handlers.VERSION),
+    )

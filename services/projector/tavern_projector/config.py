@@ -1,0 +1,45 @@
+"""Settings of the projector: shared `TAVERN_*` keys and its own `TAVERN_PROJECTOR_*`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from pydantic import Field
+
+from tavern_runtime.settings import TavernSettings
+
+
+class ProjectorSettings(TavernSettings):
+    """Own keys are named `projector_*`, so their variables read `TAVERN_PROJECTOR_*`."""
+
+    projector_pool_max: int = Field(
+        default=10, ge=1, le=200, description="Postgres connections of one process"
+    )
+    projector_chats_dir: Path | None = Field(
+        default=None, description="where chat JSONL files go (default <data dir>/chats)"
+    )
+    projector_timezone: str = Field(
+        default="UTC", description="time zone of SillyTavern send dates in chat files"
+    )
+    projector_character_name: str = Field(
+        default="Assistant", description="speaker name when a session names no character"
+    )
+    projector_user_name: str = Field(
+        default="User", description="user name when a session names no persona"
+    )
+    projector_batch_size: int = Field(default=256, ge=1, le=4096)
+    projector_fetch_timeout_s: float = Field(
+        default=0.2, gt=0, le=10, description="longest wait for a batch to fill"
+    )
+    projector_rebuild_on_start: bool = Field(
+        default=True, description="rebuild projections whose stored version is outdated"
+    )
+
+    @property
+    def chats_dir(self) -> Path:
+        return self.projector_chats_dir or self.data_dir / "chats"
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.projector_timezone)
