@@ -32,7 +32,7 @@ from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry, 
 from tavern_loop.tools.pipeline import ToolPipeline
 from tavern_loop.turn import LoopDeps, TurnRunner
 from tavern_runtime.provision import provision
-from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
+from tavern_runtime.sessionlog import SessionLogWriter
 from tavern_runtime.settings import TavernSettings
 
 ONE_TOOL_TURN = 'call echo with {"n": 1}'
@@ -100,7 +100,8 @@ async def loop_turn(env: Env, n: int) -> Result:
             t0 = time.perf_counter()
             ended = await TurnRunner(held, deps, asyncio.Event()).run(pending)
             latencies.append((time.perf_counter() - t0) * 1000)
-            assert ended.payload.outcome == "completed" and ended.payload.steps == 2
+            assert ended.payload.outcome == "completed"
+            assert ended.payload.steps == 2
         return Result(n, time.perf_counter() - started, tuple(latencies))
     finally:
         await nc.close()
@@ -132,23 +133,26 @@ async def loop_fleet(env: Env, n: int) -> Result:
         await engine.start()
         sessions = [f"fleet-{i}-{new_id()[-8:]}" for i in range(FLEET_SESSIONS)]
         turns = max(1, n // FLEET_SESSIONS)
+        ended = {s: asyncio.Queue[int]() for s in sessions}
+
+        async def on_turn_end(msg: Any) -> None:
+            ended[msg.subject.split(".")[2]].put_nowait(json.loads(msg.data)["seq"])
+
+        sub = await nc.subscribe("tavern.session.*.turn.end", cb=on_turn_end)
         started = time.perf_counter()
-        for turn in range(turns):
-            await asyncio.gather(*(_send(js, _message(s, f"hello {turn}")) for s in sessions))
-        total = await _wait_all_turns(js, sessions, turns)
-        return Result(total, time.perf_counter() - started)
+        counts = await asyncio.gather(*(_converse(js, s, turns, ended[s]) for s in sessions))
+        elapsed = time.perf_counter() - started
+        await sub.unsubscribe()
+        return Result(sum(counts), elapsed)
     finally:
         await engine.stop(grace_s=5)
         await nc.close()
 
 
-async def _wait_all_turns(js: Any, sessions: list[str], turns: int) -> int:
-    """Poll until every session logged `turns` turn/ends; the number of events appended."""
-    reader = SessionLogReader(js)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        logs = await asyncio.gather(*(reader.events(s) for s in sessions))
-        if all(sum(e.type == "turn/end" for e in log) >= turns for log in logs):
-            return sum(len(log) for log in logs)
-        await asyncio.sleep(0.2)
-    raise TimeoutError("the fleet did not finish its turns")
+async def _converse(js: Any, session_id: str, turns: int, ended: asyncio.Queue[int]) -> int:
+    """Say something, wait for its turn/end, repeat; the events the session logged."""
+    appended = 0
+    for turn in range(1, turns + 1):
+        await _send(js, _message(session_id, f"hello {turn}"))
+        appended = await asyncio.wait_for(ended.get(), 120)
+    return appended

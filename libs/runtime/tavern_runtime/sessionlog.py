@@ -27,6 +27,7 @@ from tavern_events.ids import new_id
 from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip, encode
+from tavern_runtime import directget
 from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
 from tavern_runtime.logs import get_logger
 
@@ -341,8 +342,14 @@ class SessionLogReader:
         return self._replay(subjects.SESSIONS_ALL, _start(from_stream_seq, since), 1)
 
     async def events(self, session_id: str, *, from_seq: int = 1) -> list[SessionEvent]:
-        """The readable events of one session, in log order."""
-        return [entry.event async for entry in self.session(session_id, from_seq=from_seq)]
+        """The readable events of one session, in log order (batched direct gets: no consumer)."""
+        found: list[SessionEvent] = []
+        nc: Client = self.js._nc
+        async for msg in directget.scan(nc, STREAM, subjects.session_filter(session_id)):
+            entry = self._stored(msg.seq, msg.subject, msg.data)
+            if entry is not None and entry.event.seq >= from_seq:
+                found.append(entry.event)
+        return found
 
     async def _replay(
         self, filter_subject: str, start: dict[str, Any], from_seq: int
@@ -368,17 +375,19 @@ class SessionLogReader:
             raise TransientError("replay stalled", timeout=self.idle_timeout) from exc
 
     def _entry(self, msg: Msg) -> LogEntry | None:
-        stream_seq = msg.metadata.sequence.stream
+        return self._stored(msg.metadata.sequence.stream, msg.subject, msg.data)
+
+    def _stored(self, stream_seq: int, subject: str, data: bytes | None) -> LogEntry | None:
         try:
-            event = read_event(msg.data, self.skipped)
+            event = read_event(data, self.skipped)
         except ContractError as exc:
-            self._report(Malformed(stream_seq, msg.subject, str(exc)))
+            self._report(Malformed(stream_seq, subject, str(exc)))
             return None
         if event is None:
-            log.debug("event_skipped", subject=msg.subject, stream_seq=stream_seq)
+            log.debug("event_skipped", subject=subject, stream_seq=stream_seq)
             return None
-        if event.session_id != subjects.session_id_of(msg.subject):
-            self._report(Malformed(stream_seq, msg.subject, "session id differs from subject"))
+        if event.session_id != subjects.session_id_of(subject):
+            self._report(Malformed(stream_seq, subject, "session id differs from subject"))
             return None
         return LogEntry(stream_seq, event)
 

@@ -32,6 +32,7 @@ from tavern_loop.runner import SessionRunner
 from tavern_loop.tools.base import Tool, ToolRegistry
 from tavern_loop.tools.bounds import SpillPolicy
 from tavern_loop.tools.builtin import builtin_tools
+from tavern_loop.tools.ledger_tools import ledger_tools
 from tavern_loop.tools.pipeline import ToolPipeline
 from tavern_loop.tools.spillstore import SpillStore
 from tavern_loop.turn import LoopDeps
@@ -58,7 +59,8 @@ class EngineParts:
 
 
 def default_parts(settings: TavernSettings, options: LoopOptions | None = None) -> EngineParts:
-    return EngineParts(options or LoopOptions(), build_router(LLMConfig()), builtin_tools())
+    tools = [*builtin_tools(), *ledger_tools()]
+    return EngineParts(options or LoopOptions(), build_router(LLMConfig()), tools)
 
 
 class LoopEngine:
@@ -162,6 +164,8 @@ class LoopEngine:
             self._tasks.pop(session_id, None)
 
     async def stop(self, grace_s: float = 15.0) -> None:
+        if getattr(self, "deps", None) is not None:
+            self.deps.stopping.set()  # runners finish their turn and take no new one
         if self._dispatcher is not None:
             await self._dispatcher.stop()
         if self._dispatch_task is not None:

@@ -39,4 +39,6 @@ class LoopOptions:
     guard: GuardConfig | None = field(default_factory=GuardConfig)
     spill_max_inline_bytes: int | None = 50_000
     lease_ttl_s: float = 10.0
+    idle_hold_s: float = 2.0
+    """How long a runner keeps an idle session's lease waiting for its next input."""
     chunk_events: bool = True

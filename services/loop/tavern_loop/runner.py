@@ -70,6 +70,7 @@ class SessionRunner:
         self.held: HeldLog | None = None
         self.cancel = asyncio.Event()
         self.progress = asyncio.Event()  # set whenever a claim landed
+        self._wake = asyncio.Event()  # an input of this session arrived
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
 
     def claimed(self, stream_seq: int) -> bool:
@@ -90,7 +91,8 @@ class SessionRunner:
                 await self._leases.release(self.lease)
 
     async def _live(self, msg: Msg) -> None:
-        """Core delivery of the session's inputs: a cancel acts at once."""
+        """Core delivery of the session's inputs: a cancel acts at once, anything wakes."""
+        self._wake.set()
         if msg.subject.endswith(".cancel"):
             item = parse_input(0, msg.subject, msg.data)
             if item.is_cancel:
@@ -101,14 +103,29 @@ class SessionRunner:
         events = await SessionLogReader(self._deps.js).events(self.session_id)
         self.held = HeldLog(self.session_id, self._writer, events)
         await self._repair(self.held)
-        while not self._keeper.lost.is_set():
+        stopping = self._deps.stopping
+        while not self._keeper.lost.is_set() and not stopping.is_set():
+            self._wake.clear()
             claim = await self._next_claim(self.held)
             if not claim:
+                if await self._idle():
+                    continue
                 return
             await self._ensure_created(self.held)
             self.cancel = asyncio.Event()
             await TurnRunner(self.held, self._deps, self.cancel).run(claim)
             self.progress.set()
+
+    async def _idle(self) -> bool:
+        """Keep the lease a moment for the next input (no new lease, no log re-read)."""
+        hold = self._deps.options.idle_hold_s
+        if hold <= 0:
+            return False
+        waits = [asyncio.ensure_future(e.wait()) for e in (self._wake, self._deps.stopping)]
+        _, pending = await asyncio.wait(waits, timeout=hold, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        return self._wake.is_set() and not self._deps.stopping.is_set()
 
     async def _next_claim(self, held: HeldLog) -> list[PendingInput]:
         state = held.state

@@ -74,6 +74,8 @@ class LoopDeps:
     new_id: Callable[[], str]
     recall: RecallClient | None = None
     spill: SpillStore | None = None
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the replica shuts down: runners finish their turn and take no new one."""
 
 
 class TurnCancelled(Exception):
