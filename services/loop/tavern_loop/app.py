@@ -11,9 +11,9 @@ from faststream.specification import AsyncAPI
 
 from tavern_events import streams
 from tavern_loop import handlers
+from tavern_loop.config import LoopSettings
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_loop.engine import LoopEngine, default_parts
-from tavern_loop.config import LoopSettings
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet

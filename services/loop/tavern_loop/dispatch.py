@@ -36,7 +36,7 @@ log = get_logger(__name__)
 DURABLE = "loop-dispatch"
 SERVICE = "loop"
 POLL_S = 0.5
-HEARTBEAT_S = 5.0
+HEARTBEAT_S = 3.0
 
 MakeRunner = Callable[[str, Leases], SessionRunner | None]
 
@@ -96,10 +96,17 @@ class Dispatcher:
         self._sub = sub = await self._js.pull_subscribe(
             subjects.INPUTS_ALL, durable=DURABLE, stream="INPUTS"
         )
+        backoff = 0.1
         while not self._stopping.is_set():
             try:
                 msgs = await sub.fetch(64, timeout=1.0)
+                backoff = 0.1
             except (TimeoutError, NatsTimeout):
+                continue
+            except Exception as exc:
+                log.warning("dispatch_fetch_failed", error=type(exc).__name__, retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
                 continue
             for msg in msgs:
                 await self._slots.acquire()
@@ -168,7 +175,7 @@ def dispatch_consumer() -> ConsumerSpec:
         stream="INPUTS",
         filter_subjects=(subjects.INPUTS_ALL,),
         max_deliver=20,
-        ack_wait_s=30.0,
+        ack_wait_s=10.0,  # in-progress every HEARTBEAT_S keeps a waiting input ours
         max_ack_pending=20_000,
         description="Wakes the session of each input; acked once the session log claims it.",
     )

@@ -22,7 +22,8 @@ from tavern_runtime.sessionlog import SessionLogWriter
 
 log = get_logger(__name__)
 
-APPEND_ATTEMPTS = 5
+APPEND_ATTEMPTS = 9
+"""With backoff 0.05 s doubling to 2 s: about 9 s, longer than a stream leader election."""
 BATCH_MIN = 8
 """Below this many events, conditional appends one by one beat an atomic batch: the server's
 batch path costs about 2.8 ms however small the batch, a single append about 0.45 ms."""
@@ -99,7 +100,7 @@ class HeldLog:
                     raise
                 log.warning("append_retry", session_id=self.session_id, attempt=attempt)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, 2.0)
 
 
 def _parts(batch: list[SessionEvent]) -> list[list[SessionEvent]]:

@@ -1,0 +1,76 @@
+"""deploy/nats/*.conf: each passes `nats-server -t`, writes are fsynced, the cluster configs are
+symmetric, and no password is written in a file."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tavern_cli import catalog
+from tests.deploy import natsconf
+
+NATS_DIR = natsconf.NATS_DIR
+CONFIGS = sorted(p.name for p in NATS_DIR.glob("*.conf"))
+ROUTES = {f"NATS_ROUTE_URL_{i}": f"nats-route://route:pw@nats-{i}:6222" for i in (1, 2, 3)}
+
+
+def _text(name: str) -> str:
+    return (NATS_DIR / name).read_text()
+
+
+def _without_comments(text: str) -> str:
+    return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config_passes_nats_server_test(name: str) -> None:
+    result = natsconf.validate(NATS_DIR / name, ROUTES)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is valid" in result.stdout + result.stderr
+
+
+def test_the_expected_configs_exist() -> None:
+    assert {"single.conf", "accounts.conf", *natsconf.CLUSTER_CONFIGS} <= set(CONFIGS)
+
+
+@pytest.mark.parametrize("variable", sorted(natsconf.PASSWORDS))
+def test_a_server_refuses_to_start_without_a_password(variable: str) -> None:
+    config = "n1.conf" if variable == "NATS_ROUTE_PASSWORD" else "single.conf"
+    result = natsconf.validate(NATS_DIR / config, ROUTES, unset=variable)
+    assert result.returncode != 0
+    assert variable in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("name", ["single.conf", *natsconf.CLUSTER_CONFIGS])
+def test_jetstream_fsyncs_every_write(name: str) -> None:
+    block = re.search(r"jetstream\s*\{(.*?)\}", _without_comments(_text(name)), re.DOTALL)
+    assert block, f"{name} has no jetstream block"
+    assert re.search(r"^\s*sync_interval:\s*always\s*$", block[1], re.MULTILINE)
+    assert re.search(r'^\s*store_dir:\s*"/data"\s*$', block[1], re.MULTILINE)
+    assert "include ./accounts.conf" in _text(name)
+
+
+def test_cluster_nodes_differ_only_in_their_name() -> None:
+    texts = [_text(name) for name in natsconf.CLUSTER_CONFIGS]
+    names = [re.search(r"^server_name:\s*(\S+)", t, re.MULTILINE)[1] for t in texts]  # type: ignore[index]
+    assert names == ["n1", "n2", "n3"]
+    normalised = {re.sub(r"\b(n|Node )[123]\b", "N", t) for t in texts}
+    assert len(normalised) == 1
+    cluster = _without_comments(texts[0])
+    assert "routes" in cluster
+    for variable in ROUTES:
+        assert f"${variable}" in cluster
+    assert "$NATS_ROUTE_PASSWORD" in cluster
+
+
+def test_no_password_is_written_in_a_config() -> None:
+    for name in CONFIGS:
+        for match in re.finditer(r"password:\s*(\S+)", _without_comments(_text(name))):
+            assert match[1].startswith("$"), f"{name}: literal password {match[1]!r}"
+
+
+def test_every_service_has_its_own_user() -> None:
+    users = re.findall(r"^\s*user:\s*(\w+)", _text("accounts.conf"), re.MULTILINE)
+    assert sorted(users) == sorted(natsconf.USERS)
+    assert {entry.name for entry in catalog.SERVICES} <= set(users)

@@ -1,0 +1,332 @@
+"""deploy/nats/accounts.conf on a real nats-server: each service's user can do its job (the
+services themselves start and turn ready under it) and cannot write what it does not own."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from tavern_cli import catalog
+from tavern_events import subjects
+from tavern_events.ids import new_id
+from tavern_events.message import UserMessage, UserMessagePayload
+from tavern_events.step import StepStarted
+from tavern_loop.dispatch import dispatch_consumer
+from tavern_runtime.embedded import free_port
+from tavern_runtime.provision import LEASES, ConsumerSpec, provision
+from tavern_runtime.service import serve
+from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
+from tavern_runtime.settings import TavernSettings
+from tests.deploy import natsconf
+from tests.deploy.natsconf import Node
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+REFUSED_WITHIN_S = 1.0
+
+
+@dataclass
+class User:
+    """A connection logged in as one user, with the asynchronous errors the server sent it."""
+
+    name: str
+    nc: Client
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def js(self) -> JetStreamContext:
+        return self.nc.jetstream(timeout=3)
+
+    async def refused(self, subject: str) -> bool:
+        return await eventually(
+            lambda: any(
+                f'permissions violation for publish to "{subject}"' in e for e in self.errors
+            ),
+            timeout=3,
+        )
+
+
+@dataclass
+class Secured:
+    node: Node
+    users: dict[str, User]
+
+    @property
+    def operator(self) -> JetStreamContext:
+        return self.users["operator"].js
+
+
+def _consumers() -> list[ConsumerSpec]:
+    """The durable consumers `tavern init` provisions; the loop's dispatch consumer among them."""
+    consumers = list(catalog.all_consumers())
+    assert dispatch_consumer().name in {c.name for c in consumers}
+    return consumers
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    server = natsconf.single_node(tmp_path / "nats")
+    server.start(os.environ)
+    try:
+        server.wait_listening()
+        yield server
+    finally:
+        server.stop()
+
+
+async def _login(node: Node, user: str) -> User:
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    password = natsconf.password(user)
+    nc = await nats.connect(node.url, user=user, password=password, error_cb=on_error)
+    return User(user, nc, errors)
+
+
+@pytest.fixture
+async def secured(node: Node) -> AsyncIterator[Secured]:
+    users = {name: await _login(node, name) for name in natsconf.USERS}
+    env = Secured(node, users)
+    report = await provision(env.operator, consumers=_consumers())
+    assert report.ok, report.lines()
+    try:
+        yield env
+    finally:
+        for user in users.values():
+            await user.nc.close()
+
+
+async def _count(js: JetStreamContext, stream: str) -> int:
+    return (await js.stream_info(stream)).state.messages
+
+
+async def _publish_refused(user: User, operator: JetStreamContext, subject: str) -> None:
+    """A JetStream publish that the server drops: no ack, a permissions violation, no message."""
+    stream = {"session": "SESSIONS", "ledger": "LEDGER", "input": "INPUTS", "dlq": "DLQ"}[
+        subject.split(".")[1]
+    ]
+    before = await _count(operator, stream)
+    with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
+        await user.js.publish(subject, b"{}", timeout=REFUSED_WITHIN_S)
+    assert await user.refused(subject)
+    assert await _count(operator, stream) == before
+
+
+def _said(session_id: str, text: str) -> UserMessage:
+    payload = UserMessagePayload(text=text)
+    now = datetime.now(UTC)
+    return UserMessage(
+        id=new_id(), session_id=session_id, ts=now, turn=1, source="user", payload=payload
+    )
+
+
+def _step(session_id: str) -> StepStarted:
+    return StepStarted(id=new_id(), session_id=session_id, ts=datetime.now(UTC), turn=1, step=1)
+
+
+# --- what each user may do ----------------------------------------------------------------------
+
+
+async def test_loop_user_appends_session_events_and_consumes_inputs(secured: Secured) -> None:
+    loop, client = secured.users["loop"], secured.users["client"]
+    await client.js.publish(subjects.session_input("s1", "message"), b"{}")
+    inputs = await loop.js.pull_subscribe_bind(dispatch_consumer().name, stream="INPUTS")
+    [delivered] = await inputs.fetch(1, timeout=3)
+    await delivered.ack()
+    writer = SessionLogWriter(loop.nc)
+    await writer.append("s1", [_said("s1", "hi")], expected_last=0)
+    await writer.append("s1", [_step("s1"), _said("s1", "batch")], expected_last=1)  # atomic batch
+    assert [e.seq for e in await SessionLogReader(loop.js).events("s1")] == [1, 2, 3]
+    await loop.js.get_msg("INPUTS", seq=1, subject="tavern.input.s1.>", next=True, direct=True)
+    assert loop.errors == []
+
+
+async def test_loop_user_holds_session_leases(secured: Secured) -> None:
+    kv = await secured.users["loop"].js.key_value(LEASES.name)
+    revision = await kv.create("session.s1", b"replica-a")
+    revision = await kv.update("session.s1", b"replica-a", last=revision)
+    assert (await kv.get("session.s1")).value == b"replica-a"
+    await kv.delete("session.s1", last=revision)
+    assert secured.users["loop"].errors == []
+
+
+async def test_projector_user_reads_every_stream_it_projects(secured: Secured) -> None:
+    loop, projector = secured.users["loop"], secured.users["projector"]
+    await SessionLogWriter(loop.nc).append("s1", [_said("s1", "hi")], expected_last=0)
+    await secured.users["ledger"].js.publish("tavern.ledger.u1.memory.changed", b"{}")
+    await secured.users["operator"].js.publish("tavern.asset.card.c1.imported", b"{}")
+    replayed = [e async for e in SessionLogReader(projector.js).all_sessions()]
+    assert [e.event.id for e in replayed] == [
+        e.id for e in await SessionLogReader(loop.js).events("s1")
+    ]
+    for stream in ("SESSIONS", "LEDGER", "ASSETS"):
+        await secured.operator.add_consumer(stream, _durable(f"projector-{stream.lower()}"))
+        pull = await projector.js.pull_subscribe_bind(f"projector-{stream.lower()}", stream=stream)
+        [msg] = await pull.fetch(1, timeout=3)
+        await msg.ack()
+    assert projector.errors == []
+
+
+async def test_ledger_user_commits_facts_and_answers_its_rpc(secured: Secured) -> None:
+    ledger, loop = secured.users["ledger"], secured.users["loop"]
+    ack = await ledger.js.publish("tavern.ledger.u1.observation.upserted", b"{}")
+    assert ack.stream == "LEDGER"
+
+    async def answer(msg: nats.aio.msg.Msg) -> None:
+        await msg.respond(json.dumps({"ok": True}).encode())
+
+    await ledger.nc.subscribe(subjects.rpc("ledger", "recall"), queue="ledger-rpc", cb=answer)
+    await ledger.nc.flush()
+    reply = await loop.nc.request(subjects.rpc("ledger", "recall"), b"{}", timeout=3)
+    assert json.loads(reply.data) == {"ok": True}
+    assert ledger.errors == loop.errors == []
+
+
+async def test_consolidator_user_may_only_propose_observations(secured: Secured) -> None:
+    consolidator = secured.users["consolidator"]
+    with pytest.raises(nats.errors.NoRespondersError):  # allowed, nobody answers here
+        await consolidator.nc.request("tavern.rpc.ledger.observation.propose", b"{}", timeout=1)
+    with pytest.raises(nats.errors.TimeoutError):  # dropped by the server
+        await consolidator.nc.request(subjects.rpc("ledger", "recall"), b"{}", timeout=1)
+    assert await consolidator.refused(subjects.rpc("ledger", "recall"))
+
+
+async def test_each_service_dead_letters_only_to_its_own_subject(secured: Secured) -> None:
+    for service in ("loop", "ledger", "projector", "consolidator"):
+        user = secured.users[service]
+        ack = await user.js.publish(subjects.dead_letter(service), b"{}", stream="DLQ")
+        assert ack.stream == "DLQ"
+        other = "ledger" if service != "ledger" else "loop"
+        await _publish_refused(user, secured.operator, subjects.dead_letter(other))
+
+
+def _concrete(filter_subject: str) -> str:
+    """A subject that `filter_subject` matches."""
+    return ".".join("x" if t == "*" else t for t in filter_subject.split(".")).replace(">", "x.y")
+
+
+@pytest.mark.parametrize(
+    ("service", "consumer"),
+    [(e.name, c) for e in catalog.SERVICES for c in e.consumers()],
+    ids=lambda v: v if isinstance(v, str) else v.name,
+)
+async def test_each_service_pulls_and_acks_its_own_durable_consumers(
+    secured: Secured, service: str, consumer: ConsumerSpec
+) -> None:
+    user = secured.users[service]
+    await secured.operator.publish(_concrete(consumer.filter_subjects[0]), b"{}")
+    await user.js.consumer_info(consumer.stream, consumer.name)
+    pull = await user.js.pull_subscribe_bind(consumer.name, stream=consumer.stream)
+    [msg] = await pull.fetch(1, timeout=3)
+    await msg.ack_sync()
+    assert user.errors == []
+
+
+# --- what each user may not do ------------------------------------------------------------------
+
+
+async def test_projector_user_cannot_publish_a_session_event(secured: Secured) -> None:
+    await _publish_refused(
+        secured.users["projector"], secured.operator, subjects.session_event("s1", "turn/start")
+    )
+
+
+async def test_loop_user_cannot_publish_a_ledger_fact(secured: Secured) -> None:
+    await _publish_refused(
+        secured.users["loop"], secured.operator, "tavern.ledger.u1.memory.changed"
+    )
+
+
+async def test_client_user_sends_inputs_but_cannot_write_a_session_log(secured: Secured) -> None:
+    client = secured.users["client"]
+    ack = await client.js.publish(subjects.session_input("s1", "message"), b"{}")
+    assert ack.stream == "INPUTS"
+    await _publish_refused(client, secured.operator, subjects.session_event("s1", "turn/start"))
+
+
+async def test_services_cannot_create_or_delete_durable_consumers(secured: Secured) -> None:
+    projector = secured.users["projector"].nc.jetstream(timeout=REFUSED_WITHIN_S)
+    with pytest.raises(nats.errors.TimeoutError):
+        await projector.add_consumer("SESSIONS", _durable("rogue"))
+    with pytest.raises(nats.errors.TimeoutError):
+        await projector.delete_consumer("INPUTS", dispatch_consumer().name)
+    names = [c.name for c in await secured.operator.consumers_info("SESSIONS")]
+    assert "rogue" not in names
+    await secured.operator.consumer_info("INPUTS", dispatch_consumer().name)
+
+
+def _durable(name: str) -> ConsumerConfig:
+    return ConsumerConfig(durable_name=name, name=name, deliver_policy=DeliverPolicy.ALL)
+
+
+# --- the services themselves --------------------------------------------------------------------
+
+
+def _settings_class(service: str) -> type[TavernSettings]:
+    module = importlib.import_module(f"tavern_{service}.config")
+    found = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, TavernSettings)
+        and value is not TavernSettings
+    ]
+    assert len(found) == 1, f"tavern_{service}.config should define one settings class"
+    return found[0]
+
+
+async def _ready(port: int) -> bool:
+    async with httpx.AsyncClient() as http:
+        try:
+            response = await http.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+        except httpx.HTTPError:
+            return False
+    return response.status_code == 200
+
+
+async def test_every_service_turns_ready_logged_in_as_its_own_user(
+    secured: Secured, database_url: str, tmp_path: Path
+) -> None:
+    stop = asyncio.Event()
+    runs, ports = [], {}
+    for entry in catalog.SERVICES:
+        ports[entry.name] = free_port()
+        settings = _settings_class(entry.name)(
+            nats_url=secured.node.url,
+            nats_user=entry.name,
+            nats_password=natsconf.password(entry.name),
+            database_url=database_url,
+            health_port=ports[entry.name],
+            data_dir=tmp_path / entry.name,
+            shutdown_grace_s=2,
+        )
+        app = entry.app().build_app(settings)
+        runs.append(asyncio.create_task(serve(entry.name, app, settings, stop)))
+    try:
+        for port in ports.values():
+            await eventually(lambda p=port: _ready(p), timeout=30, interval=0.2)
+        for entry in catalog.SERVICES:
+            reply = await secured.users["operator"].nc.request(
+                subjects.rpc(entry.name, "ping"), b"{}", timeout=3
+            )
+            assert json.loads(reply.data)["service"] == entry.name
+    finally:
+        stop.set()
+        codes = await asyncio.gather(*runs)
+    assert codes == [0] * len(runs)
