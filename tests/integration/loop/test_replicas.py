@@ -13,6 +13,7 @@ from tavern_events.envelope import SessionEvent
 from tavern_loop.dispatch import claimed_in_log
 from tavern_loop.engine import LoopEngine
 from tavern_loop.lease import Lease
+from tavern_loop.options import LoopOptions
 from tests.integration.loop.checks import check_log, claims, of_type
 from tests.integration.loop.conftest import LoopBus
 from tests.integration.loop.tools import ToolBench
@@ -60,8 +61,10 @@ def count_leases(engine: LoopEngine, taken: Counter[str]) -> None:
 
 async def test_two_engines_answer_every_input_exactly_once(bus: LoopBus) -> None:
     taken: Counter[str] = Counter()
+    # No idle hold: every session changes hands between turns, the demanding case.
     for _ in range(2):
-        count_leases(await bus.engine(tools=ToolBench().tools()), taken)
+        engine = await bus.engine(options=LoopOptions(idle_hold_s=0), tools=ToolBench().tools())
+        count_leases(engine, taken)
     sent: dict[str, list[str]] = {s: [] for s in SESSIONS}
 
     async def claimed(session: str, input_id: str) -> bool:
