@@ -107,6 +107,8 @@ class MemoryChangedPayload(Payload):
     tags: tuple[str, ...] = ()
     revision: Revision
     previous_revision: Revision | None = None
+    state: Literal["active", "quarantined", "forgotten"] = "active"
+    """A quarantined memory (the write gate's verdict) is kept but never searched or recalled."""
 
 
 class MemoryChanged(LedgerFact):

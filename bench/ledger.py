@@ -1,0 +1,377 @@
+"""The ledger's figures: recall RPC latency with 100k evidence rows in scope, and ingestion rate
+from the SESSIONS stream; each beside a raw asyncpg baseline on the same Postgres.
+
+Both figures run the real ledger app in process, with a fresh nats-server of their own (the
+`postgres` server kind gives a measurement only a DSN) and a database of their own. The recall
+corpus is seeded once per bench run into `bench_ledger_recall` and reused by every repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import nats
+
+from bench.registry import Env, Result, baseline, figure
+from tavern_events import subjects
+from tavern_events.ids import new_id
+from tavern_events.message import UserMessage, UserMessagePayload
+from tavern_events.union import encode, subject_for
+from tavern_ledger import app as ledger_app
+from tavern_ledger.config import LedgerSettings
+from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session_source_ref
+from tavern_ledger.domain.records import EvidenceRow
+from tavern_ledger.domain.text import estimate_tokens
+from tavern_ledger.store import evidence as evidence_store
+from tavern_runtime.embedded import EmbeddedNats
+from tavern_runtime.migrations import migrate
+from tavern_runtime.provision import provision
+from tavern_runtime.service import serve
+
+CORPUS_ROWS = 100_000
+CORPUS_DB = "bench_ledger_recall"
+SCOPE = "bench-chat"
+SESSIONS = 200
+SEED = 20260501
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+_SYLLABLE_TEXT = "ka ri to mu ne sa lo vi pe da zu fo gi ha ji ku me no ra si"
+_SYLLABLES = _SYLLABLE_TEXT.split(" ")
+_HANZI = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说"
+    "产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点"
+    "从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原"
+)
+
+
+def _vocabulary(rng: random.Random, size: int = 3000) -> list[str]:
+    words = {"".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))) for _ in range(size * 2)}
+    return sorted(words)[:size]
+
+
+class Corpus:
+    """Deterministic English-like and Chinese texts with Zipf-distributed words."""
+
+    def __init__(self, seed: int = SEED) -> None:
+        self.rng = random.Random(seed)
+        self.words = _vocabulary(self.rng)
+        self.weights = [1 / (rank + 1) for rank in range(len(self.words))]
+
+    def text(self) -> str:
+        if self.rng.random() < 0.3:
+            return "".join(self.rng.choices(_HANZI, k=self.rng.randint(10, 40)))
+        words = self.rng.choices(self.words, weights=self.weights, k=self.rng.randint(8, 24))
+        return " ".join(words)
+
+    def query(self) -> str:
+        if self.rng.random() < 0.3:
+            start = self.rng.randrange(len(_HANZI) - 8)
+            return "请问" + _HANZI[start : start + 6] + "是什么"
+        picked = self.rng.choices(self.words, weights=self.weights, k=self.rng.randint(3, 8))
+        return "what about " + " ".join(picked) + "?"
+
+
+def _row(i: int, text: str) -> EvidenceRow:
+    session = f"bench-s{i % SESSIONS}"
+    ref = session_source_ref(session, i + 1)
+    digest = content_hash(text)
+    return EvidenceRow(
+        id=evidence_id(ref, digest),
+        scope_id=SCOPE,
+        session_id=session,
+        source_class="user_input",
+        authority="user_explicit",
+        claim_domain="user_fact",
+        content=text,
+        content_hash=digest,
+        observed_at=T0 + timedelta(seconds=i),
+        confidence=0.9,
+        source_ref=js_json(ref),
+        source_label="user",
+        ingest="session-event",
+        tokens=estimate_tokens(text),
+    )
+
+
+# --- databases and the app ----------------------------------------------------------------------
+
+
+def _dsn(server_dsn: str, database: str) -> str:
+    return f"{server_dsn.rpartition('/')[0]}/{database}"
+
+
+async def _create_database(server_dsn: str, name: str) -> bool:
+    """Create `name` unless it exists; True when it was created."""
+    admin = await asyncpg.connect(server_dsn)
+    try:
+        if await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            return False
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        return True
+    finally:
+        await admin.close()
+
+
+async def _drop_database(server_dsn: str, name: str) -> None:
+    admin = await asyncpg.connect(server_dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def _seeded_recall_db(server_dsn: str) -> str:
+    """The recall corpus database: 100k evidence rows in one scope (seeded once per run)."""
+    dsn = _dsn(server_dsn, CORPUS_DB)
+    await _create_database(server_dsn, CORPUS_DB)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
+        await migrate(pool, ledger_app.migrations())
+        count = await pool.fetchval(
+            "SELECT count(*) FROM ledger.evidence WHERE scope_id = $1", SCOPE
+        )
+        if count < CORPUS_ROWS:
+            await _seed(pool, int(count))
+    finally:
+        await pool.close()
+    return dsn
+
+
+async def _seed(pool: Any, have: int) -> None:
+    corpus = Corpus()
+    texts = [corpus.text() for _ in range(CORPUS_ROWS)]
+    async with pool.acquire() as conn:
+        for start in range(have, CORPUS_ROWS, 2000):
+            rows = [_row(i, texts[i]) for i in range(start, min(start + 2000, CORPUS_ROWS))]
+            async with conn.transaction():
+                await evidence_store.insert(conn, rows)
+        await conn.execute("VACUUM ANALYZE ledger.evidence")
+        await conn.execute("VACUUM ANALYZE ledger.evidence_term")
+
+
+@contextlib.contextmanager
+def _nats_server() -> Iterator[str]:
+    root = Path(tempfile.mkdtemp(prefix="tavern-bench-ledger-"))
+    server = EmbeddedNats(root / "nats", sync_always=False)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def _ledger(nats_url: str, database_url: str, **options: Any) -> AsyncIterator[None]:
+    """The ledger app served in process (as `python -m tavern_ledger` would), until exit."""
+    nc = await nats.connect(nats_url)
+    await provision(nc.jetstream(), consumers=ledger_app.CONSUMERS)
+    await nc.close()
+    data_dir = Path(tempfile.mkdtemp(prefix="tavern-bench-ledger-run-"))
+    settings = LedgerSettings(
+        nats_url=nats_url,
+        database_url=database_url,
+        data_dir=data_dir,
+        health_port=0,
+        log_level="WARNING",
+        log_format="json",
+        ledger_rpc_rate_per_s=1e6,
+        ledger_rpc_burst=1_000_000,
+        **options,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve("ledger", ledger_app.build_app(settings), settings, stop))
+    try:
+        await _until_answering(nats_url)
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def _until_answering(nats_url: str, timeout: float = 30) -> None:
+    nc = await nats.connect(nats_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with contextlib.suppress(Exception):
+                await nc.request(subjects.rpc("ledger", "ping"), b"", timeout=1)
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("the ledger did not answer ping")
+            await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+
+
+# --- recall -------------------------------------------------------------------------------------
+
+
+@baseline(
+    "pg_recent_select",
+    servers=("postgres",),
+    count=1000,
+    description="asyncpg: 20 newest rows of a 100k-row scope by index, one query per request",
+)
+async def pg_recent_select(env: Env, n: int) -> Result:
+    dsn = await _seeded_recall_db(env.database_url)
+    conn = await asyncpg.connect(dsn)
+    try:
+        query = (
+            "SELECT id, content FROM ledger.evidence WHERE scope_id = $1 AND state = 'active' "
+            "ORDER BY observed_at DESC LIMIT 20"
+        )
+        for _ in range(50):
+            await conn.fetch(query, SCOPE)
+        latencies = []
+        started = time.perf_counter()
+        for _ in range(n):
+            t = time.perf_counter()
+            await conn.fetch(query, SCOPE)
+            latencies.append((time.perf_counter() - t) * 1000)
+        return Result(n, time.perf_counter() - started, tuple(latencies))
+    finally:
+        await conn.close()
+
+
+@figure(
+    "ledger_recall",
+    baseline="pg_recent_select",
+    servers=("postgres",),
+    count=1000,
+    description="tavern.rpc.ledger.recall over NATS, 100k evidence rows in scope, mixed EN/ZH",
+)
+async def ledger_recall(env: Env, n: int) -> Result:
+    dsn = await _seeded_recall_db(env.database_url)
+    corpus = Corpus(SEED + 1)
+    queries = [corpus.query() for _ in range(n + 50)]
+    with _nats_server() as url:
+        async with _ledger(url, dsn):
+            await _bind_sessions(dsn)
+            return await _recall_requests(url, queries, n)
+
+
+async def _bind_sessions(dsn: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.executemany(
+            "INSERT INTO ledger.ingest_session (session_id, chat_id) VALUES ($1, $2) "
+            "ON CONFLICT DO NOTHING",
+            [(f"bench-s{i}", SCOPE) for i in range(SESSIONS)],
+        )
+    finally:
+        await conn.close()
+
+
+async def _recall_requests(url: str, queries: list[str], n: int) -> Result:
+    nc = await nats.connect(url)
+    subject = subjects.rpc("ledger", "recall")
+    try:
+        bodies = [
+            json.dumps(
+                {"session_id": f"bench-s{i % SESSIONS}", "query": q, "turn": i, "step": 1}
+            ).encode()
+            for i, q in enumerate(queries)
+        ]
+        for body in bodies[:50]:  # warm-up: prepared statements, caches
+            await nc.request(subject, body, timeout=5)
+        latencies = []
+        started = time.perf_counter()
+        for body in bodies[50 : 50 + n]:
+            t = time.perf_counter()
+            reply = await nc.request(subject, body, timeout=5)
+            latencies.append((time.perf_counter() - t) * 1000)
+            if b'"error"' in reply.data[:20]:
+                raise RuntimeError(reply.data.decode())
+        return Result(n, time.perf_counter() - started, tuple(latencies))
+    finally:
+        await nc.close()
+
+
+# --- ingestion ----------------------------------------------------------------------------------
+
+
+@figure(
+    "ledger_ingest",
+    baseline="pg_executemany",
+    servers=("postgres",),
+    count=20000,
+    description="ledger draining a SESSIONS backlog of user messages into evidence (+facts)",
+)
+async def ledger_ingest(env: Env, n: int) -> Result:
+    name = f"bench_ingest_{uuid.uuid4().hex[:8]}"
+    await _create_database(env.database_url, name)
+    dsn = _dsn(env.database_url, name)
+    corpus = Corpus(SEED + 2)
+    events = [
+        UserMessage(
+            id=new_id(),
+            session_id=f"ingest-s{i % 50}",
+            seq=i // 50 + 1,
+            ts=T0,
+            source="user",
+            payload=UserMessagePayload(text=corpus.text()),
+        )
+        for i in range(n)
+    ]
+    try:
+        with _nats_server() as url:
+            last = await _publish_backlog(url, events)
+            async with _ledger(url, dsn):
+                started = time.perf_counter()  # the consumer starts as the app starts answering
+                return await _drained(dsn, last, len(events), started)
+    finally:
+        await _drop_database(env.database_url, name)
+
+
+async def _publish_backlog(url: str, events: list[UserMessage]) -> int:
+    """Store every event on SESSIONS before the ledger starts: the figure is the drain rate."""
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=30)
+    try:
+        await provision(js, consumers=ledger_app.CONSUMERS)
+        last = 0
+        for start in range(0, len(events), 256):
+            futures = [
+                await js.publish_async(subject_for(e), encode(e))
+                for e in events[start : start + 256]
+            ]
+            acks = await asyncio.wait_for(asyncio.gather(*futures), 30)
+            last = acks[-1].seq
+        return last
+    finally:
+        await nc.close()
+
+
+async def _drained(dsn: str, last: int, expected: int, started: float) -> Result:
+    db = await asyncpg.connect(dsn)
+    try:
+        while (await _checkpoint(db)) < last:  # noqa: ASYNC110 - polling another process's table
+            await asyncio.sleep(0.01)
+        elapsed = time.perf_counter() - started
+        stored = await db.fetchval("SELECT count(*) FROM ledger.evidence")
+        if stored != expected:
+            raise RuntimeError(f"ingested {stored} of {expected} events")
+        return Result(expected, elapsed)
+    finally:
+        await db.close()
+
+
+async def _checkpoint(db: Any) -> int:
+    found = await db.fetchval(
+        "SELECT stream_seq FROM ledger.ingest_checkpoint WHERE consumer = 'ledger-ingest'"
+    )
+    return int(found or 0)

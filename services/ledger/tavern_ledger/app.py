@@ -1,0 +1,59 @@
+"""The ledger's composition root: broker, lifespan (pool and migrations), handlers.
+
+Streams and the `ledger-ingest` consumer are provisioned by `tavern init` / `tavern up`;
+subscribers bind with `JStream(name, declare=False)` and the service is ready only once its
+streams exist.
+"""
+
+from __future__ import annotations
+
+from faststream import ContextRepo, FastStream
+from faststream.specification import AsyncAPI
+
+from tavern_events import streams
+from tavern_ledger import handlers
+from tavern_ledger.config import LedgerSettings
+from tavern_ledger.handlers import stores
+from tavern_ledger.ledger import LEDGER_KEY, Ledger, ingest_consumer
+from tavern_ledger.ledger import SERVICE as LEDGER_SERVICE
+from tavern_runtime.bus import build_broker
+from tavern_runtime.logs import get_logger
+from tavern_runtime.migrations import MigrationSet, load_migrations
+from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
+
+SERVICE = LEDGER_SERVICE
+SCHEMA = "ledger"
+STREAMS: tuple[str, ...] = (streams.LEDGER.name, streams.SESSIONS.name)
+"""Streams the service reads or writes: readiness fails while one is missing."""
+CONSUMERS: tuple[ConsumerSpec, ...] = (ingest_consumer(), stores.BINDINGS_CONSUMER)
+"""Durable consumers of the service, created by provisioning."""
+
+
+def migrations() -> MigrationSet:
+    """The `sql/NNN_<what>.sql` migrations of the `ledger` schema."""
+    return load_migrations(SCHEMA, "tavern_ledger")
+
+
+def build_app(settings: LedgerSettings) -> FastStream:
+    """The only wiring of the service; opens nothing until the app starts."""
+    broker = build_broker(settings, SERVICE)
+    handlers.register(broker, settings)
+    resources = ServiceResources(streams=STREAMS, postgres=True)
+    context = ContextRepo()
+    context.set_global(RESOURCES_KEY, resources)
+    ledger = Ledger(settings, resources, broker)
+    context.set_global(LEDGER_KEY, ledger)
+    lifespan = postgres_lifespan(
+        settings, migrations(), resources, max_size=settings.ledger_pool_max
+    )
+    app = FastStream(
+        broker,
+        context=context,
+        lifespan=lifespan,
+        logger=get_logger("faststream"),
+        specification=AsyncAPI(title="tavern-ledger", version=handlers.VERSION),
+    )
+    app.after_startup(ledger.start)
+    app.on_shutdown(ledger.stop)
+    return app

@@ -1,0 +1,1 @@
+"""The ledger's pure rules: vocabulary, gates, eligibility, extraction, composer (no IO)."""

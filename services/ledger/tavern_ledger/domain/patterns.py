@@ -1,0 +1,243 @@
+"""What the write gate looks for: credentials, prompt injection (English and Chinese) and private
+data (emails, phone numbers, Luhn-valid card numbers, national id shapes).
+
+Each finder returns named findings; the gate decides what to do with them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# --- credentials: never stored --------------------------------------------------------------------
+
+_A = re.ASCII  # `\b` and `\w` as in JavaScript: a CJK letter next to a key is still a boundary
+_AI = re.ASCII | re.IGNORECASE
+
+SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private_key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", _A)),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|AIPA)[0-9A-Z]{16}\b", _A)),
+    (
+        "aws_secret_key",
+        re.compile(r"\baws_?secret_?(?:access_?)?key\b\W{0,3}[:=]\s*['\"]?[A-Za-z0-9/+=]{40}", _AI),
+    ),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{22,})", _A)),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}", _A)),
+    (
+        "slack_webhook",
+        re.compile(r"https://hooks\.slack\.com/services/T\w+/B\w+/\w+", _A),
+    ),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}", _A)),
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", _A)),
+    ("stripe_key", re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{16,}", _A)),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}", _A)),
+    (
+        "jwt",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", _A),
+    ),
+    (
+        "url_password",
+        re.compile(
+            r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"]{1,128}:(?![*x]+@|<|\$\{)[^\s@/'\"]{1,256}@[\w.-]+",
+            _AI,
+        ),
+    ),
+    ("bearer_token", re.compile(r"\bbearer\s+[A-Za-z0-9_\-.=+/]{20,}", _AI)),
+    (
+        "credential_assignment",
+        re.compile(
+            r"\b(?:sk|pk|api[_-]?key|token|secret|password|passwd|pwd|credential|bearer"
+            r"|private[_-]?key|access[_-]?key|client[_-]?secret)\b\s*[:=]\s*['\"]?[A-Za-z0-9_\-]{12,}",
+            _AI,
+        ),
+    ),
+)
+
+# --- prompt injection: quarantined ----------------------------------------------------------------
+
+_EARLIER = r"(?:previous|prior|above|earlier|old|preceding|original)"
+_RULES = (
+    r"(?:instructions?|prompts?|rules?|preferences?|directives?|guidelines?|policies?"
+    r"|context|settings?|messages?)"
+)
+_FILLER = r"(?:(?:all|the|any|your|of|my|these|those)\s+){0,3}"
+_ZH_EARLIER = r"(?:之前|以上|上面|上述|前面|先前|此前|原来|原有|所有|全部|一切)"
+_ZH_RULES = r"(?:指令|指示|规则|提示词|提示|设定|要求|约束|限制|命令|规定)"
+
+INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "ignore_previous",
+        re.compile(rf"\b(?:ignore|disregard|forget|skip)\s+{_FILLER}{_EARLIER}\s+{_RULES}", re.I),
+    ),
+    (
+        "ignore_everything",
+        re.compile(r"\b(?:ignore|disregard|forget)\s+(?:all|everything)\s+(?:you|i)\s", re.I),
+    ),
+    (
+        "unrestricted_persona",
+        re.compile(
+            r"\byou\s+are\s+now\s+(?:a\s+|an\s+)?[^\n]{0,40}without\s+(?:any\s+)?"
+            r"(?:restrictions?|limitations?|rules?|filters?)",
+            re.I,
+        ),
+    ),
+    ("system_prompt", re.compile(r"\bsystem\s+prompt\s*:", re.I)),
+    ("must_override", re.compile(r"\byou\s+must\s+(?:ignore|forget|override|disregard)", re.I)),
+    (
+        "override_instructions",
+        re.compile(rf"\boverride\s+{_FILLER}(?:system\s+prompt|{_RULES})", re.I),
+    ),
+    (
+        "reveal_system_prompt",
+        re.compile(r"\b(?:reveal|print|show|repeat)\s+(?:your|the)\s+system\s+prompt", re.I),
+    ),
+    (
+        "ignore_previous_zh",
+        re.compile(
+            rf"(?:忽略|无视|忽视|不要理会|别管|抛开|丢掉)掉?\s*{_ZH_EARLIER}的?\s*(?:所有|全部)?的?\s*{_ZH_RULES}"
+        ),
+    ),
+    (
+        "forget_previous_zh",
+        re.compile(rf"忘[记掉](?:{_ZH_EARLIER}|你)的?\s*(?:所有|全部)?的?\s*(?:{_ZH_RULES}|身份)"),
+    ),
+    (
+        "unrestricted_persona_zh",
+        re.compile(r"你现在是.{0,30}(?:没有|不受|无|不再有)(?:任何)?(?:限制|约束|规则|审查)"),
+    ),
+    ("system_prompt_zh", re.compile(r"系统提示词?\s*:")),
+    ("must_override_zh", re.compile(r"你必须(?:忽略|忘记|无视|覆盖|违反)")),
+    (
+        "from_now_on_zh",
+        re.compile(r"从现在(?:开始|起).{0,12}(?:忽略|无视|不再遵守|不用遵守)"),
+    ),
+    (
+        "reveal_system_prompt_zh",
+        re.compile(r"(?:泄露|输出|显示|打印|告诉我)(?:你的)?(?:系统提示词?|初始指令|原始指令)"),
+    ),
+)
+
+_ZERO_WIDTH = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
+_SPACES = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """NFKC, zero-width characters removed, whitespace collapsed: full-width letters, hidden
+    joiners and odd spacing do not hide a pattern."""
+    folded = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", text))
+    return _SPACES.sub(" ", folded)
+
+
+def _named(patterns: tuple[tuple[str, re.Pattern[str]], ...], texts: tuple[str, ...]) -> list[str]:
+    return [name for name, pattern in patterns if any(pattern.search(t) for t in texts)]
+
+
+def find_secrets(text: str, folded: str | None = None) -> list[str]:
+    """Names of the credential patterns found in `text` (or in its normalised form)."""
+    return _named(SECRET_PATTERNS, variants(text, folded))
+
+
+def find_injections(text: str, folded: str | None = None) -> list[str]:
+    """Names of the prompt-injection patterns found in `text` (or in its normalised form)."""
+    return _named(INJECTION_PATTERNS, variants(text, folded))
+
+
+def variants(text: str, folded: str | None = None) -> tuple[str, ...]:
+    """`text`, and its normalised form when that differs (pass `folded` if already known)."""
+    folded = normalise(text) if folded is None else folded
+    return (text,) if folded == text else (text, folded)
+
+
+# --- private data: quarantined or redacted --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Span:
+    """One piece of private data in a text: its kind and where it is."""
+
+    kind: str
+    start: int
+    end: int
+
+
+_EMAIL = re.compile(
+    r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}", _A
+)
+_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])", _A)
+_CN_ID = re.compile(
+    r"(?<!\d)\d{6}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![\dA-Za-z])",
+    _A,
+)
+_US_SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])", _A)
+_PHONE_PATTERNS = (
+    re.compile(r"(?<![\d+])(?:\+?86[ -]?)?1[3-9]\d{9}(?!\d)", _A),
+    re.compile(r"(?<![\w+])\+\d{1,3}[ .-]?\(?\d{1,4}\)?(?:[ .-]?\d{2,4}){2,4}(?!\d)", _A),
+    re.compile(r"(?<![\w-])\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?![\d-])", _A),
+)
+_CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_CN_ID_CHECK = "10X98765432"
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn checksum of a card number (digits only)."""
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2 == 1:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def cn_id_valid(value: str) -> bool:
+    """The ISO 7064 MOD 11-2 check character of an 18-character resident id."""
+    total = sum(int(c) * w for c, w in zip(value[:17], _CN_ID_WEIGHTS, strict=True))
+    return _CN_ID_CHECK[total % 11] == value[17].upper()
+
+
+def _card(match: re.Match[str]) -> bool:
+    digits = re.sub(r"\D", "", match.group())
+    return 13 <= len(digits) <= 19 and len(set(digits)) > 1 and luhn_valid(digits)
+
+
+def _phone(match: re.Match[str]) -> bool:
+    return 8 <= len(re.sub(r"\D", "", match.group())) <= 15
+
+
+def find_private(text: str) -> list[Span]:
+    """Private data in `text`, earliest first; overlapping finds keep the more specific kind."""
+    found: list[Span] = []
+    _collect(found, "card", _CARD, text, _card)
+    _collect(found, "national_id", _CN_ID, text, lambda m: cn_id_valid(m.group()))
+    _collect(found, "national_id", _US_SSN, text, None)
+    for pattern in _PHONE_PATTERNS:
+        _collect(found, "phone", pattern, text, _phone)
+    _collect(found, "email", _EMAIL, text, None)
+    return sorted(found, key=lambda s: s.start)
+
+
+def _collect(
+    found: list[Span],
+    kind: str,
+    pattern: re.Pattern[str],
+    text: str,
+    valid: Callable[[re.Match[str]], bool] | None,
+) -> None:
+    for match in pattern.finditer(text):
+        if valid is not None and not valid(match):
+            continue
+        span = Span(kind, match.start(), match.end())
+        if not any(span.start < s.end and s.start < span.end for s in found):
+            found.append(span)
+
+
+def redact_spans(text: str, spans: list[Span]) -> str:
+    """`text` with every span replaced by `[<kind>]`."""
+    parts, cursor = [], 0
+    for span in sorted(spans, key=lambda s: s.start):
+        parts += [text[cursor : span.start], f"[{span.kind}]"]
+        cursor = span.end
+    parts.append(text[cursor:])
+    return "".join(parts)

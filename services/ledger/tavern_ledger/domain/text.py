@@ -1,0 +1,106 @@
+"""Text measures of the ledger: lexical index terms (Latin words, CJK bigrams), the lexical
+relevance score, and the CJK-aware token estimate used by budgets (acp.md §8, §9.3, §9.4).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+
+MAX_INDEX_TERMS = 256
+"""Distinct terms indexed per evidence row (a long tool output keeps its first 256)."""
+MAX_QUERY_TERMS = 12
+
+_CJK_CLASS = (
+    "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+)
+_WORDS = re.compile(rf"[{_CJK_CLASS}]+|[0-9a-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff]+")
+_CJK = re.compile(rf"[{_CJK_CLASS}]")
+_ACP_CJK = re.compile("[\u4e00-\u9fff]")
+_SPLIT = re.compile(r"[\s\W_]+", re.UNICODE)
+_TOKEN_CJK = re.compile(
+    "[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]"
+)
+_STOPWORD_TEXT = """
+a an the is are am was were be been being to of in on at for with by from and or not no it its
+this that these those i me my we our you your he she they them his her their do does did so as
+if then than but can could would should will just also very
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def fold(text: str) -> str:
+    """Lower case after NFKC (full-width letters and digits become ASCII)."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def terms(text: str, limit: int = MAX_INDEX_TERMS) -> list[str]:
+    """Distinct lexical terms in first-seen order: Latin words (no stopwords, 2+ chars) and
+    CJK bigrams (a lone CJK character is its own term)."""
+    found: dict[str, None] = {}
+    for run in _WORDS.findall(fold(text)):
+        for term in _run_terms(run):
+            found.setdefault(term)
+            if len(found) >= limit:
+                return list(found)
+    return list(found)
+
+
+def _run_terms(run: str) -> list[str]:
+    if _CJK.match(run):
+        if len(run) == 1:
+            return [run]
+        return [run[i : i + 2] for i in range(len(run) - 1)]
+    if len(run) < 2 or run in STOPWORDS or len(run) > 64:
+        return []
+    return [run]
+
+
+def query_terms(query: str) -> list[str]:
+    """The terms a recall looks up (the first MAX_QUERY_TERMS)."""
+    return terms(query, MAX_QUERY_TERMS)
+
+
+def lexical_score(query: str, content: str) -> float:
+    """acp.md §9.3: CJK queries score the share of their 2-char windows found in the content
+    (1 if the content holds the whole query); others the share of their words found."""
+    q, c = query.lower(), content.lower()
+    tokens = [t for t in _SPLIT.split(q) if t]
+    if not tokens:
+        return 0.0
+    if _ACP_CJK.search(q):
+        if q in c:
+            return 1.0
+        windows = {q[i : i + 2] for i in range(len(q) - 1)} or {q}
+        return sum(1 for w in windows if w in c) / len(windows)
+    return sum(1 for t in tokens if t in c) / len(tokens)
+
+
+def estimate_tokens(text: str) -> int:
+    """ceil(1.0 per CJK character + 0.3 per other character) (acp.md §9.4)."""
+    cjk = len(_TOKEN_CJK.findall(text))
+    return math.ceil(cjk + (len(text) - cjk) * 0.3)
+
+
+def truncate_to_tokens(text: str, budget: int) -> str:
+    """The longest prefix of `text` whose estimate stays within `budget`."""
+    spent = 0.0
+    for index, char in enumerate(text):
+        spent += 1.0 if _TOKEN_CJK.match(char) else 0.3
+        if math.ceil(spent) > budget:
+            return text[:index]
+    return text
+
+
+def bigrams(text: str) -> set[str]:
+    """2-character windows of `text` without spaces, punctuation and symbols (one char: itself)."""
+    kept = "".join(ch for ch in text if not (ch.isspace() or unicodedata.category(ch)[0] in "PS"))
+    if len(kept) <= 1:
+        return {kept} if kept else set()
+    return {kept[i : i + 2] for i in range(len(kept) - 1)}
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: recall renders one item per line."""
+    return " ".join(text.split())

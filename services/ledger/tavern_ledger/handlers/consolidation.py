@@ -1,0 +1,111 @@
+"""RPCs the consolidator calls to have the ledger store rules and expression candidates:
+`tavern.rpc.ledger.consolidation.<op>`. Thin: parse, call one use case, flush the facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faststream import Context
+from faststream.nats import NatsBroker, NatsMessage
+
+from tavern_events import subjects
+from tavern_ledger.consolidation.candidates import Candidates, Proposal
+from tavern_ledger.consolidation.requests import (
+    CandidateCreateBody,
+    CandidateListBody,
+    CandidateTransitionBody,
+    RuleActivateBody,
+    RuleListBody,
+    RulePinBody,
+)
+from tavern_ledger.consolidation.rules import Activation, Rules
+from tavern_ledger.handlers.rpc import Reply, serve
+from tavern_ledger.ledger import LEDGER_KEY, SERVICE, Ledger
+from tavern_ledger.rights import Actor
+
+PREFIX = "consolidation"
+RPC_QUEUE = f"{SERVICE}-rpc"
+
+
+def _actor(body: Any) -> Actor:
+    return Actor(body.actor, body.reason)
+
+
+async def rule_activate(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    async def handle(r: RuleActivateBody) -> Reply:
+        activation = Activation(
+            r.scope_id, r.domain, r.title, r.text, r.gates, r.evidence_ids, r.supersedes, r.source
+        )
+        reply = await Rules(ledger.pool).activate(activation, _actor(r))
+        await ledger.relay.flush()
+        return reply
+
+    return await serve(ledger, "consolidation.rule.activate", msg.body, RuleActivateBody, handle)
+
+
+async def rule_pin(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    async def handle(r: RulePinBody) -> Reply:
+        reply = await Rules(ledger.pool).pin(r.rule_id, r.pinned, _actor(r))
+        await ledger.relay.flush()
+        return reply
+
+    return await serve(ledger, "consolidation.rule.pin", msg.body, RulePinBody, handle)
+
+
+async def rule_list(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    async def handle(r: RuleListBody) -> Reply:
+        limit = min(r.limit, ledger.caps.max_results)
+        return await Rules(ledger.pool).list(r.scope_id, r.state, limit)
+
+    return await serve(ledger, "consolidation.rule.list", msg.body, RuleListBody, handle)
+
+
+async def candidate_create(
+    body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)
+) -> Reply:
+    async def handle(r: CandidateCreateBody) -> Reply:
+        proposal = Proposal(r.scope_id, r.domain, r.evidence_ids, r.policy, r.pending)
+        return await Candidates(ledger.pool).create(proposal, _actor(r))
+
+    op = "consolidation.candidate.create"
+    return await serve(ledger, op, msg.body, CandidateCreateBody, handle)
+
+
+async def candidate_transition(
+    body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)
+) -> Reply:
+    async def handle(r: CandidateTransitionBody) -> Reply:
+        return await Candidates(ledger.pool).transition(
+            r.candidate_id, r.event, _actor(r), r.policy
+        )
+
+    op = "consolidation.candidate.transition"
+    return await serve(ledger, op, msg.body, CandidateTransitionBody, handle)
+
+
+async def candidate_list(
+    body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)
+) -> Reply:
+    async def handle(r: CandidateListBody) -> Reply:
+        limit = min(r.limit, ledger.caps.max_results)
+        return await Candidates(ledger.pool).list(r.scope_id, r.state, r.domain, limit)
+
+    return await serve(ledger, "consolidation.candidate.list", msg.body, CandidateListBody, handle)
+
+
+RPCS: dict[str, Any] = {
+    "rule.activate": rule_activate,
+    "rule.pin": rule_pin,
+    "rule.list": rule_list,
+    "candidate.create": candidate_create,
+    "candidate.transition": candidate_transition,
+    "candidate.list": candidate_list,
+}
+"""`tavern.rpc.ledger.consolidation.<op>` -> handler."""
+
+
+def register(broker: NatsBroker) -> None:
+    """Bind the consolidation RPCs (one queue group across ledger replicas)."""
+    for op, handler in RPCS.items():
+        subject = subjects.rpc(SERVICE, f"{PREFIX}.{op}")
+        broker.subscriber(subject, queue=RPC_QUEUE)(handler)

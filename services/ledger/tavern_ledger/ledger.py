@@ -1,0 +1,220 @@
+"""What the handlers call: the ledger's use cases wired to one pool, one JetStream context and the
+settings. Built by `build_app` (nothing opens here); the pool arrives with the lifespan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from faststream.nats import NatsBroker
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+
+from tavern_events import subjects
+from tavern_events.envelope import SessionEvent
+from tavern_events.errors import ContractError
+from tavern_events.skips import SkipCounter
+from tavern_events.streams import SESSIONS
+from tavern_events.union import Decoded, decode_or_skip
+from tavern_ledger.config import LedgerSettings
+from tavern_ledger.consumer import BatchConsumer
+from tavern_ledger.domain.composer import ComposerConfig
+from tavern_ledger.domain.extract import ExtractConfig
+from tavern_ledger.domain.gates import GateConfig
+from tavern_ledger.domain.ingestion import Incoming
+from tavern_ledger.domain.limits import Caps, RateLimiter
+from tavern_ledger.domain.records import EvidenceRow
+from tavern_ledger.errors import StoreUnavailable
+from tavern_ledger.ingest import Ingestor
+from tavern_ledger.observing import Observations
+from tavern_ledger.recall import Recaller, RecallSettings
+from tavern_ledger.relay import Relay
+from tavern_ledger.rights import Rights
+from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
+from tavern_ledger.transfer import Transfer
+from tavern_runtime import dlq
+from tavern_runtime.errors import ConcurrencyConflict, TransientError
+from tavern_runtime.logs import get_logger
+from tavern_runtime.pg import Pool
+from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.service import ServiceResources
+
+log = get_logger(__name__)
+
+INGEST_SUBJECTS = (
+    "tavern.session.*.user.message",
+    "tavern.session.*.tool.result",
+    "tavern.session.*.session.created",
+)
+"""Only the events ingestion reads (never assistant text, chunks or compactions)."""
+LEDGER_KEY = "ledger"
+"""Where the app puts its `Ledger` in the FastStream context (`Context(LEDGER_KEY)`)."""
+SERVICE = "ledger"
+INGEST_DURABLE = "ledger-ingest"
+
+
+@dataclass(frozen=True)
+class Poison:
+    msg: Msg
+    error: Exception
+
+
+def ingest_consumer() -> ConsumerSpec:
+    """The ledger's durable consumer on SESSIONS (provisioned by `tavern init`)."""
+    return ConsumerSpec(
+        name=INGEST_DURABLE,
+        stream=SESSIONS.name,
+        filter_subjects=INGEST_SUBJECTS,
+        max_deliver=100,  # poison is dead-lettered at once; retries are for outages (backoff)
+        ack_wait_s=60.0,
+        max_ack_pending=10_000,
+        description="Ledger ingestion: human input and tool output become evidence.",
+    )
+
+
+def gate_config(settings: LedgerSettings) -> GateConfig:
+    return GateConfig(settings.ledger_private_data, settings.ledger_max_evidence_chars)
+
+
+def recall_settings(settings: LedgerSettings) -> RecallSettings:
+    composer = ComposerConfig(
+        hot_tokens=settings.ledger_hot_tokens,
+        cross_session=settings.ledger_cross_session_policy,
+        fusion=settings.ledger_fusion,
+        hysteresis=settings.ledger_hysteresis,
+        half_life_days=settings.ledger_observation_half_life_days,
+        skip_external_tool=settings.ledger_skip_external_tool,
+    )
+    return RecallSettings(
+        composer=composer,
+        recent=settings.ledger_recall_limit,
+        per_term=settings.ledger_lexical_per_term,
+        observations=settings.ledger_observation_injection,
+    )
+
+
+class Ledger:
+    def __init__(
+        self,
+        settings: LedgerSettings,
+        resources: ServiceResources,
+        broker: NatsBroker,
+        semantic: SemanticIndex | None = None,
+    ) -> None:
+        self._resources, self._broker = resources, broker
+        self._js: JetStreamContext | None = None
+        gate = gate_config(settings)
+        extract = ExtractConfig(subagent_downgrade=settings.ledger_subagent_downgrade)
+        self.ingestor = Ingestor(self.pool, INGEST_DURABLE, gate, extract)
+        self.semantic = semantic or NoSemanticIndex()
+        self.recaller = Recaller(self.pool, recall_settings(settings), self.semantic)
+        self.rights = Rights(self.pool, gate)
+        self.transfer = Transfer(self.pool, gate)
+        self.observations = Observations(self.pool, gate)
+        self.relay = Relay(self.pool, self.js)
+        self.limiter = RateLimiter(settings.ledger_rpc_rate_per_s, settings.ledger_rpc_burst)
+        self.caps = Caps(
+            max_request_bytes=settings.ledger_rpc_max_request_bytes,
+            max_results=settings.ledger_rpc_max_results,
+        )
+        self.skips = SkipCounter()
+        self.consumer = BatchConsumer(
+            ingest_consumer(),
+            self.ingest_messages,
+            batch=settings.ledger_ingest_batch,
+            wait_s=settings.ledger_ingest_wait_s,
+        )
+        self._watcher: Subscription | None = None
+
+    async def start(self) -> None:
+        """After the broker connected: publish leftover facts, start ingesting, and turn
+        messages that exhausted their deliveries into dead letters."""
+        await self.relay.flush()
+        self.consumer.start(self.js())
+        self._watcher = await dlq.watch_max_deliveries(
+            self._broker.connection,
+            self.js(),
+            service=SERVICE,
+            stream=SESSIONS.name,
+            consumer=INGEST_DURABLE,
+        )
+
+    async def stop(self) -> None:
+        """Before the broker closes: finish the batch in hand."""
+        await self.consumer.stop()
+        if self._watcher is not None:
+            with contextlib.suppress(Exception):
+                await self._watcher.unsubscribe()
+
+    def pool(self) -> Pool:
+        if self._resources.pool is None:
+            raise StoreUnavailable("the ledger's database pool is not open")
+        return self._resources.pool
+
+    def js(self) -> JetStreamContext:
+        if self._js is None:
+            self._js = self._broker.connection.jetstream(timeout=5.0)
+        return self._js
+
+    async def ingest_messages(self, msgs: Sequence[Msg]) -> None:
+        """Ingest one ordered batch: poison messages are dead-lettered, the rest committed in
+        one transaction; a batch that fails for any but a transient reason is retried message
+        by message, and the message that still fails is dead-lettered."""
+        incoming: list[tuple[Msg, Incoming]] = []
+        for msg in msgs:
+            decoded = self._decode(msg)
+            if isinstance(decoded, Poison):
+                await self._dead_letter(decoded.msg, decoded.error)
+            elif decoded is not None:
+                incoming.append((msg, decoded))
+        through = max(m.metadata.sequence.stream for m in msgs)
+        try:
+            outcome = await self.ingestor.ingest([i for _, i in incoming], through)
+            log.info("evidence_ingested", messages=len(msgs), **outcome.counts())
+            await self._index(outcome.rows)
+        except (TransientError, ConcurrencyConflict):
+            raise  # the whole batch is retried later (nak with backoff)
+        except Exception as exc:  # refused data or a bug: find the message that causes it
+            log.warning("ingest_batch_rejected", error=repr(exc), messages=len(incoming))
+            await self._ingest_one_by_one(incoming, through)
+        await self.relay.flush()
+
+    async def _ingest_one_by_one(self, incoming: list[tuple[Msg, Incoming]], through: int) -> None:
+        for msg, item in incoming:
+            try:
+                outcome = await self.ingestor.ingest([item])
+                await self._index(outcome.rows)
+            except (TransientError, ConcurrencyConflict):
+                raise
+            except Exception as exc:  # this message alone fails: park it, go on
+                await self._dead_letter(msg, exc)
+        await self.ingestor.ingest([], through)
+
+    async def _index(self, rows: Sequence[EvidenceRow]) -> None:
+        """Feed the semantic channel after the commit; its failure never fails ingestion."""
+        if not rows:
+            return
+        try:
+            await self.semantic.index(rows)
+        except Exception as exc:
+            log.warning("semantic_index_failed", error=repr(exc), rows=len(rows))
+
+    def _decode(self, msg: Msg) -> Incoming | Poison | None:
+        """A session event to ingest, a poison message, or None (a type this code skips)."""
+        try:
+            found = decode_or_skip(msg.data, self.skips, SessionEvent)
+            if not isinstance(found, Decoded):
+                return None
+            if found.event.session_id != subjects.session_id_of(msg.subject):
+                raise ContractError("event session_id does not match its subject")
+            return Incoming(msg.metadata.sequence.stream, found.event)
+        except (ContractError, subjects.InvalidIdError) as exc:
+            return Poison(msg, exc)
+
+    async def _dead_letter(self, msg: Msg, error: Exception) -> None:
+        await dlq.dead_letter(
+            self.js(), msg, service=SERVICE, consumer=INGEST_DURABLE, reason=str(error), error=error
+        )

@@ -1,0 +1,183 @@
+"""Pre-step recall: the session's scope, candidates from the lexical (and optional semantic)
+channel plus recent evidence and rules, composed under the budget into source-labelled lines.
+An empty or unreachable ledger recalls nothing; it never fails the caller's step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from tavern_ledger.domain.composer import (
+    DEFAULT_SECTION_CAP,
+    Candidate,
+    ComposerConfig,
+    Composition,
+    Query,
+    compose,
+    render,
+)
+from tavern_ledger.domain.text import query_terms
+from tavern_ledger.ingest import Clock, utc_now
+from tavern_ledger.semantic import NoSemanticIndex, SemanticHit, SemanticIndex
+from tavern_ledger.store import Conn, ingest
+from tavern_ledger.store import recall as recall_store
+from tavern_ledger.transactions import PoolSource, connection
+from tavern_runtime.errors import TavernError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+SEMANTIC_TIMEOUT_S = 1.0
+REMEMBERED_SESSIONS = 4096
+SCOPE_TTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    session_id: str
+    query: str
+    turn: int = 0
+    step: int = 0
+    explain: bool = False
+    as_of: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    composer: ComposerConfig = field(default_factory=ComposerConfig)
+    recent: int = 20
+    per_term: int = 16
+    observations: bool = False
+    observation_authorities: tuple[str, ...] = ("user_explicit", "user_correction")
+
+
+class Recaller:
+    def __init__(
+        self,
+        pool: PoolSource,
+        settings: RecallSettings = RecallSettings(),
+        semantic: SemanticIndex | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._pool, self._settings, self._clock = pool, settings, clock
+        self._semantic = semantic or NoSemanticIndex()
+        self._previous: OrderedDict[str, tuple[tuple[int, int], frozenset[str], frozenset[str]]]
+        self._previous = OrderedDict()
+        self._scopes: OrderedDict[str, tuple[float, str]] = OrderedDict()
+
+    async def recall(self, req: RecallRequest) -> dict[str, Any]:
+        """`{text, count}` (+ `items` when explained); empty on any ledger failure."""
+        try:
+            composition = await self._compose(req)
+        except TavernError as exc:
+            log.warning("recall_degraded", session_id=req.session_id, error=exc.message)
+            return {"text": "", "count": 0, **({"items": []} if req.explain else {})}
+        if req.as_of is None:
+            self._remember(req, composition.admitted_ids)
+        return _reply(composition, req.explain)
+
+    async def _compose(self, req: RecallRequest) -> Composition:
+        now = self._clock()
+        async with connection(self._pool) as conn:
+            scope = await self._scope(conn, req.session_id)
+            hits = await self._semantic_hits(scope, req.query)
+            candidates = await self._candidates(conn, scope, req, hits)
+        query = Query(
+            text=req.query,
+            session_id=req.session_id,
+            scope_id=scope,
+            now=now,
+            valid_at=req.as_of,
+            previous_ids=self._previous_ids(req),
+            has_semantic=bool(hits),
+        )
+        return compose(candidates, query, self._settings.composer)
+
+    async def _scope(self, conn: Conn, session_id: str) -> str:
+        """The session's scope; a known one is cached (a session never changes chat)."""
+        cached = self._scopes.get(session_id)
+        if cached is not None and time.monotonic() - cached[0] < SCOPE_TTL_S:
+            return cached[1]
+        scope = await ingest.known_scope(conn, session_id)
+        if scope is None:
+            return session_id  # not cached: its binding may arrive any moment
+        self._scopes[session_id] = (time.monotonic(), scope)
+        while len(self._scopes) > REMEMBERED_SESSIONS:
+            self._scopes.popitem(last=False)
+        return scope
+
+    async def _candidates(
+        self, conn: Conn, scope: str, req: RecallRequest, hits: Sequence[SemanticHit]
+    ) -> list[Candidate]:
+        s = self._settings
+        q = recall_store.CandidateQuery(
+            scope_id=scope,
+            session_id=req.session_id,
+            terms=query_terms(req.query),
+            per_term=s.per_term,
+            recent=s.recent,
+            as_of=req.as_of,
+            extra_ids=[h.evidence_id for h in hits],
+            content_chars=content_chars(s.composer),
+        )
+        found = await recall_store.candidates(conn, q)
+        if hits:
+            scores = {h.evidence_id: h.score for h in hits}
+            found = [replace(c, semantic=scores.get(c.id, 0.0)) for c in found]
+        if s.observations and req.as_of is None:
+            found += await recall_store.observations(conn, scope, s.observation_authorities)
+        return found
+
+    async def _semantic_hits(self, scope: str, query: str) -> Sequence[SemanticHit]:
+        """The semantic channel fails open: slow or broken means no semantic scores."""
+        try:
+            return await asyncio.wait_for(
+                self._semantic.search(scope, query, self._settings.recent), SEMANTIC_TIMEOUT_S
+            )
+        except Exception as exc:
+            log.warning("semantic_channel_failed", error=repr(exc))
+            return ()
+
+    def _previous_ids(self, req: RecallRequest) -> frozenset[str]:
+        found = self._previous.get(req.session_id)
+        if found is None:
+            return frozenset()
+        key, before, last = found
+        return before if key == (req.turn, req.step) else last
+
+    def _remember(self, req: RecallRequest, admitted: frozenset[str]) -> None:
+        """Hysteresis memory: the ids each session was given at its last step (bounded)."""
+        key = (req.turn, req.step)
+        found = self._previous.pop(req.session_id, None)
+        before = frozenset() if found is None else (found[1] if found[0] == key else found[2])
+        self._previous[req.session_id] = (key, before, admitted)
+        while len(self._previous) > REMEMBERED_SESSIONS:
+            self._previous.popitem(last=False)
+
+
+def content_chars(config: ComposerConfig) -> int:
+    """Enough characters for the largest section to render any one item (0.3 token a char)."""
+    largest = max(config.quota.values(), default=DEFAULT_SECTION_CAP)
+    return min(8000, math.ceil(largest / 0.3) + 200)
+
+
+def _reply(composition: Composition, explain: bool) -> dict[str, Any]:
+    reply: dict[str, Any] = {"text": render(composition.items), "count": len(composition.items)}
+    if explain:
+        reply["items"] = [
+            {
+                "evidence_id": s.candidate.id,
+                "source_event_id": s.candidate.source_event_id,
+                "score": round(s.utility, 4),
+                "section": s.section,
+            }
+            for s in composition.items
+        ]
+    return reply

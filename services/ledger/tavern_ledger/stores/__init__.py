@@ -1,0 +1,1 @@
+"""The memory and variable stores: session bindings, scope resolution, RPC operations, facts."""

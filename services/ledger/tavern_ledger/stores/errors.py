@@ -1,0 +1,80 @@
+"""Errors of the stores; each becomes `{"error": {"code", "message"}, **details}` in a reply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
+
+
+class StoreRefused(PermanentError):
+    """A request the stores will not carry out as asked; retrying it unchanged cannot help."""
+
+    code = "refused"
+
+
+class Malformed(StoreRefused):
+    code = "malformed"
+
+
+class Invalid(StoreRefused):
+    code = "invalid"
+
+
+class TooLarge(StoreRefused):
+    code = "too_large"
+
+
+class NotFound(StoreRefused):
+    code = "not_found"
+
+
+class ScopeForbidden(StoreRefused):
+    """The request named a scope that is not its session's (audited)."""
+
+    code = "scope_forbidden"
+
+
+class ScopeUnavailable(StoreRefused):
+    """The session's binding has no such scope (e.g. no character) or it is disabled."""
+
+    code = "scope_unavailable"
+
+
+class Blocked(StoreRefused):
+    """The write gate refused the content: nothing was stored."""
+
+    code = "blocked"
+
+
+class TurnEnded(StoreRefused):
+    """Turn-scope variables of a turn that has already ended."""
+
+    code = "turn_ended"
+
+
+class UnknownSession(TransientError):
+    """No binding for the session (yet): its `session/created` may still be on its way."""
+
+    code = "unknown_session"
+
+
+class RateLimited(TransientError):
+    code = "rate_limited"
+
+
+class DeadlineExceeded(TransientError):
+    code = "deadline_exceeded"
+
+
+class StoreUnavailable(TransientError):
+    code = "unavailable"
+
+
+class RevisionConflict(ConcurrencyConflict):
+    """A stale or unexpected revision: reload (the reply names the current one) and retry."""
+
+    code = "conflict"
+
+    def __init__(self, message: str, *, current_revision: int, **details: Any) -> None:
+        super().__init__(message, current_revision=current_revision, **details)

@@ -1,0 +1,129 @@
+"""The store RPCs at the edge: size, shape and rate checks, a deadline, structured errors.
+
+Every reply is a JSON object; a failure is `{"error": {"code", "message"}, **details}` (for
+a conflict, `current_revision`), never an exception the caller would see as a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import asyncpg
+
+from tavern_ledger.stores import memory, variables
+from tavern_ledger.stores.context import StoreContext
+from tavern_ledger.stores.domain import requests as shapes
+from tavern_ledger.stores.domain.ratelimit import RateLimiter
+from tavern_ledger.stores.errors import (
+    DeadlineExceeded,
+    RateLimited,
+    StoreUnavailable,
+    TooLarge,
+)
+from tavern_runtime.errors import TavernError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+R = TypeVar("R", bound=shapes.StoreRequest)
+Reply = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Operation(Generic[R]):
+    """One RPC: `tavern.rpc.ledger.<name>`, its request shape and what it runs."""
+
+    name: str
+    request: type[R]
+    run: Callable[[StoreContext, R], Awaitable[Reply]]
+    writes: bool = False
+
+
+OPERATIONS: tuple[Operation[Any], ...] = (
+    Operation("memory.search", shapes.MemorySearch, memory.search),
+    Operation("memory.read", shapes.MemoryRead, memory.read),
+    Operation("memory.write", shapes.MemoryWrite, memory.write, writes=True),
+    Operation("memory.update", shapes.MemoryUpdate, memory.update, writes=True),
+    Operation("memory.forget", shapes.MemoryForget, memory.forget, writes=True),
+    Operation("variable.get", shapes.VariableGet, variables.get),
+    Operation("variable.set", shapes.VariableSet, variables.set_, writes=True),
+    Operation("variable.patch", shapes.VariablePatch, variables.patch, writes=True),
+    Operation("variable.delete", shapes.VariableDelete, variables.delete, writes=True),
+    Operation("variable.list", shapes.VariableList, variables.list_),
+)
+
+
+def error_reply(exc: TavernError) -> Reply:
+    """`{"error": {"code", "message"}}` plus the error's details at the top level."""
+    return {"error": {"code": exc.code, "message": exc.message}, **exc.details}
+
+
+async def serve(
+    ctx: StoreContext,
+    limiter: RateLimiter,
+    op: Operation[Any],
+    data: bytes,
+    clock: Callable[[], float] = time.monotonic,
+) -> Reply:
+    """Answer one request; logs one line with the outcome."""
+    started = clock()
+    session_id: str | None = None
+    try:
+        request = shapes.parse(op.request, shapes.load_json(data, ctx.limits.max_request_bytes))
+        session_id = request.session_id
+        _check_rate(limiter, request.session_id, clock())
+        reply = await _run(ctx, op, request)
+    except TavernError as exc:
+        reply = error_reply(exc)
+    except Exception as exc:  # the caller gets an answer, never a timeout
+        log.exception("store_rpc_crashed", op=op.name, session_id=session_id, error=repr(exc))
+        reply = {"error": {"code": "internal", "message": "the store failed on this request"}}
+    _log_outcome(op, session_id, reply, clock() - started)
+    return reply
+
+
+async def _run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest) -> Reply:
+    try:
+        async with asyncio.timeout(ctx.limits.deadline_s):
+            reply = await op.run(ctx, request)
+    except TimeoutError:
+        raise DeadlineExceeded(
+            f"{op.name} did not finish within {ctx.limits.deadline_s}s"
+        ) from None
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        log.error("store_database_failed", op=op.name, error=type(exc).__name__, detail=str(exc))
+        raise StoreUnavailable("the store's database is unavailable; try again") from None
+    return _bounded(reply, ctx.limits.max_reply_bytes)
+
+
+def _check_rate(limiter: RateLimiter, session_id: str, now: float) -> None:
+    decision = limiter.take(session_id, now)
+    if not decision.allowed:
+        raise RateLimited(
+            "too many store requests from this session; slow down",
+            retry_after_ms=round(decision.retry_after_s * 1000),
+        )
+
+
+def _bounded(reply: Reply, max_bytes: int) -> Reply:
+    size = len(json.dumps(reply, ensure_ascii=False, default=str).encode("utf-8"))
+    if size > max_bytes:
+        raise TooLarge(f"the result is {size} bytes; the limit is {max_bytes}: ask for less")
+    return reply
+
+
+def _log_outcome(op: Operation[Any], session_id: str | None, reply: Reply, took_s: float) -> None:
+    error = reply.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    log.info(
+        "store_rpc_handled",
+        op=op.name,
+        session_id=session_id,
+        outcome=code or "ok",
+        duration_ms=round(took_s * 1000, 1),
+    )

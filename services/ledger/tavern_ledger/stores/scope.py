@@ -1,0 +1,67 @@
+"""Scope resolution: a request's scopes come from its session's binding, never from arguments."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tavern_ledger.stores import audit, bindings
+from tavern_ledger.stores.bindings import Conn
+from tavern_ledger.stores.domain.requests import StoreRequest
+from tavern_ledger.stores.domain.scopes import Scopes, forged_claims, refuse_forged, scopes_of
+from tavern_ledger.stores.errors import UnknownSession
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+BINDING_WAIT_S = (0.05, 0.1, 0.2, 0.4)
+"""Pauses while a just-created session's binding is still on its way from the session log."""
+
+
+async def resolve_scope(conn: Conn, session_id: str) -> Scopes:
+    """The scopes of `session_id`, or `UnknownSession` if its binding is not known."""
+    binding = await bindings.load(conn, session_id)
+    if binding is None:
+        raise UnknownSession(f"session {session_id!r} has no binding (yet)")
+    return scopes_of(binding)
+
+
+async def resolve_waiting(conn: Conn, session_id: str) -> Scopes:
+    """`resolve_scope`, waiting briefly for a binding the consumer has not applied yet."""
+    for pause in BINDING_WAIT_S:
+        try:
+            return await resolve_scope(conn, session_id)
+        except UnknownSession:
+            await asyncio.sleep(pause)
+    return await resolve_scope(conn, session_id)
+
+
+async def authorise(conn: Conn, request: StoreRequest, tool: str) -> Scopes:
+    """The session's scopes; a request naming another scope is audited, then refused."""
+    scopes = await resolve_waiting(conn, request.session_id)
+    forged = forged_claims(scopes, request.addressed_scope, request.claims())
+    if forged:
+        await refuse(conn, request, scopes, tool, "forged scope ids", forged)
+        raise refuse_forged(forged)
+    return scopes
+
+
+async def refuse(
+    conn: Conn,
+    request: StoreRequest,
+    scopes: Scopes,
+    tool: str,
+    reason: str,
+    named: dict[str, str],
+) -> None:
+    """Audit a refused cross-scope request (outside any transaction that will roll back)."""
+    entry = audit.AuditEntry(
+        session_id=request.session_id,
+        tool=tool,
+        op="store.scope_forbidden",
+        scope_id=scopes.chat,
+        scope=request.addressed_scope,
+        reason=reason,
+        detail={"named": named, "turn": request.turn, "call_id": request.call_id},
+    )
+    await audit.record(conn, entry)
+    log.warning("store_scope_forbidden", session_id=request.session_id, tool=tool, named=named)

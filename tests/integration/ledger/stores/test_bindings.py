@@ -1,0 +1,110 @@
+"""The `ledger-bindings` consumer: bindings from the session log, idempotent and ordered by seq."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tavern_events.dlq import decode_dead_letter
+from tavern_events.ids import new_id
+from tavern_events.session import SessionBindingChanged
+from tavern_events.union import encode, subject_for
+from tests.integration.ledger.stores.conftest import Ledger, created
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def to_st(session_id: str, seq: int) -> SessionBindingChanged:
+    return SessionBindingChanged.model_validate(
+        {
+            "id": new_id(),
+            "session_id": session_id,
+            "seq": seq,
+            "ts": datetime.now(UTC),
+            "payload": {
+                "from_architecture": "agent-tavern",
+                "from_context_mode": "dsh-native",
+                "to_architecture": "st",
+            },
+        }
+    )
+
+
+async def redeliver(ledger: Ledger, event: object) -> None:
+    """The same event again, as a redelivery would hand it to the handler."""
+    await ledger.js.publish(
+        subject_for(event),  # type: ignore[arg-type]
+        encode(event),  # type: ignore[arg-type]
+        headers={"Nats-Msg-Id": new_id()},
+    )
+
+
+async def settled(ledger: Ledger) -> bool:
+    info = await ledger.js.consumer_info("SESSIONS", "ledger-bindings")
+    return info.num_pending == 0 and info.num_ack_pending == 0
+
+
+async def test_binding_is_kept_from_session_created(ledger: Ledger) -> None:
+    event = created("s1", "chat_1", "char_a", 1, persona_id="p1", agent_id="narrator")
+    await ledger.append(event)
+    row = await ledger_binding(ledger, "s1")
+    assert (row["chat_id"], row["character_id"], row["persona_id"], row["agent_id"]) == (
+        "chat_1",
+        "char_a",
+        "p1",
+        "narrator",
+    )
+    assert (row["architecture"], row["context_mode"], row["updated_seq"]) == (
+        "agent-tavern",
+        "dsh-native",
+        1,
+    )
+
+
+async def ledger_binding(ledger: Ledger, session_id: str) -> dict[str, object]:
+    found: dict[str, object] = await eventually(lambda: ledger.binding(session_id), timeout=10)
+    return found
+
+
+async def test_bindings_consumer_is_idempotent_under_redelivery_and_ordered_by_seq(
+    ledger: Ledger,
+) -> None:
+    first = created("s9", "chat_9", None, 1)
+    change = to_st("s9", 2)
+    await ledger.append(change)  # before its session/created: nacked, delivered again later
+    await ledger.append(first)
+
+    async def switched() -> bool:
+        row = await ledger.binding("s9")
+        return row is not None and row["architecture"] == "st"
+
+    await eventually(switched, timeout=15)
+    for event in (first, change, first):
+        await redeliver(ledger, event)
+    await eventually(lambda: settled(ledger), timeout=10)
+    row = await ledger.binding("s9")
+    assert row is not None
+    assert (row["architecture"], row["context_mode"], row["updated_seq"]) == ("st", None, 2)
+    assert row["chat_id"] == "chat_9"
+    count = await ledger.db.fetchval("SELECT count(*) FROM ledger.session_binding")
+    assert count == 1
+
+
+async def test_malformed_session_event_is_dead_lettered_and_the_consumer_moves_on(
+    ledger: Ledger,
+) -> None:
+    await ledger.js.publish("tavern.session.s5.session.created", b'{"type": "session/created"}')
+    await ledger.open_session("s6", "chat_6")
+
+    async def parked() -> bool:
+        info = await ledger.js.stream_info("DLQ")
+        return info.state.messages >= 1
+
+    await eventually(parked, timeout=10)
+    record = decode_dead_letter((await ledger.js.get_msg("DLQ", 1)).data or b"")
+    assert (record.stream, record.stream_seq) == ("SESSIONS", 1)
+    assert record.subject == "tavern.session.s5.session.created"
+    await eventually(lambda: settled(ledger), timeout=10)
+    assert await ledger.binding("s5") is None

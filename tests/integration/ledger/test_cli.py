@@ -1,0 +1,86 @@
+"""`tavern ledger` against the running service: arguments -> RPC -> printed JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tavern_cli.commands.ledger import LedgerClient, chunks, perform
+from tavern_cli.main import build_parser
+from tests.integration.ledger.conftest import LedgerBus
+from tests.unit.ledger.builders import session_created, user_message
+
+pytestmark = pytest.mark.integration
+
+
+async def tavern_ledger(ledger: LedgerBus, *argv: str) -> tuple[int, str]:
+    args, _ = build_parser().parse_known_args(["ledger", *argv])
+    out = io.StringIO()
+    code = await perform(LedgerClient(ledger.nc, args.actor, args.reason), args, out)
+    return code, out.getvalue()
+
+
+def parsed(text: str) -> Any:
+    return json.loads(text)
+
+
+async def test_cli_query_correct_history_export_and_import(
+    ledger: LedgerBus, tmp_path: Path
+) -> None:
+    await ledger.publish(session_created("s1"))
+    last = await ledger.publish(user_message("s1", 2, "My editor is vim"))
+    await ledger.ingested_through(last)
+
+    code, out = await tavern_ledger(ledger, "query", "--session", "s1")
+    [item] = parsed(out)["items"]
+    assert code == 0
+    assert item["content"] == "My editor is vim"
+
+    code, out = await tavern_ledger(
+        ledger,
+        "correct",
+        item["evidence_id"],
+        "--text",
+        "My editor is helix",
+        "--actor",
+        "alice",
+        "--reason",
+        "switched",
+    )
+    assert code == 0
+    assert parsed(out)["superseded"] == item["evidence_id"]
+    code, out = await tavern_ledger(ledger, "history", item["evidence_id"])
+    assert [e["content"] for e in parsed(out)["lineage"]] == [
+        "My editor is vim",
+        "My editor is helix",
+    ]
+    code, out = await tavern_ledger(ledger, "audit", "--op", "correct")
+    assert [(e["actor"], e["reason"]) for e in parsed(out)["items"]] == [("alice", "switched")]
+
+    target = tmp_path / "ledger.jsonl"
+    code, _ = await tavern_ledger(ledger, "export", "--all-states", "-o", str(target))
+    kinds = [json.loads(line)["kind"] for line in target.read_text().splitlines()]
+    assert code == 0
+    assert kinds.count("evidence") == 2
+    code, out = await tavern_ledger(ledger, "import", str(target))
+    report = parsed(out)
+    assert code == 0
+    assert report["errors"] == []
+    assert report["inserted"]["evidence"] == 0
+
+
+async def test_cli_reports_a_refusal_with_a_non_zero_exit(ledger: LedgerBus) -> None:
+    code, out = await tavern_ledger(ledger, "release", "ev_does_not_exist")
+    assert (code, out) == (1, "")
+
+
+def test_import_chunks_stay_under_the_limit() -> None:
+    lines = [f'{{"n": {i}, "pad": "{"x" * 90}"}}' for i in range(100)]
+    groups = list(chunks(iter(lines), limit=1000))
+    assert sum(len(g) for g in groups) == 100
+    assert all(sum(len(x) + 8 for x in g) <= 1000 for g in groups)
+    assert list(chunks(iter(["y" * 5000]), limit=1000)) == [["y" * 5000]]
