@@ -26,7 +26,13 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import baselines, figures, loop_figures  # noqa: F401 - importing registers benches
+from bench import (  # noqa: F401 - importing registers benches
+    baselines,
+    figures,
+    ledger,
+    loop_figures,
+    projector_figures,
+)
 from bench.registry import REGISTRY, Bench, Env, Result, Row, Server
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from tavern_runtime.logs import configure_logging

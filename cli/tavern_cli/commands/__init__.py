@@ -5,7 +5,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from tavern_cli.commands import chat, docs, init, serve, status, testing, up
+from tavern_cli.commands import (
+    card,
+    chat,
+    docs,
+    init,
+    ledger,
+    repair,
+    replay,
+    restore,
+    serve,
+    sessions,
+    status,
+    testing,
+    up,
+)
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace, list[str]], int]
@@ -24,6 +38,36 @@ REGISTRY: dict[str, tuple[str, Configure, Run]] = {
         "regenerate (or --check) the AsyncAPI documents under docs/",
         docs.configure,
         docs.run,
+    ),
+    "ledger": (
+        "view, correct, release, redact, delete, export and import ledger memory",
+        ledger.configure,
+        ledger.run,
+    ),
+    "sessions": (
+        "list sessions: binding, turns, tokens, chats needing repair",
+        sessions.configure,
+        sessions.run,
+    ),
+    "card": (
+        "import character cards (JSON, PNG), lorebooks and personas",
+        card.configure,
+        card.run,
+    ),
+    "replay": (
+        "rebuild a projection from the stream or the archive, with progress",
+        replay.configure,
+        replay.run,
+    ),
+    "repair": (
+        'rebuild the chats marked "needs repair" from their session logs',
+        repair.configure,
+        repair.run,
+    ),
+    "restore": (
+        "republish a lost SESSIONS stream from the projector's archive",
+        restore.configure,
+        restore.run,
     ),
     "test": ("run the whole test suite (starts its own servers)", testing.configure, testing.run),
 }

@@ -1,0 +1,141 @@
+"""The ordered pull loop of one projection's durable consumer (raw nats-py).
+
+FastStream's batch pull subscriber (0.7.8) keeps fetching until a batch is full; nats-py
+2.16 can then raise a bare `asyncio.TimeoutError` that FastStream does not catch, its loop
+restarts, and the messages already fetched stay unacknowledged until `ack_wait` (out of
+order, and late). This loop
+long-polls for the first message, takes whatever else is ready at once, hands the batch to
+the runner, and acks, naks or heartbeats it itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from tavern_projector.runner import LiveRunner, RetryBatch
+from tavern_runtime.logs import get_logger
+from tavern_runtime.provision import ConsumerSpec
+
+log = get_logger(__name__)
+
+LONG_POLL_S = 2.0
+HEARTBEAT_S = 10.0
+RECONNECT_PAUSE_S = 1.0
+BIND_RETRY_S = 2.0
+
+
+class PullLoop:
+    def __init__(
+        self,
+        runner: LiveRunner,
+        spec: ConsumerSpec,
+        js: Callable[[], JetStreamContext | None],
+        *,
+        batch: int = 256,
+        gather_s: float = 0.01,
+    ) -> None:
+        self.runner, self.spec, self._js = runner, spec, js
+        self.batch, self.gather_s = batch, gather_s
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._sub: JetStreamContext.PullSubscription | None = None
+        self._handling = False
+
+    async def start(self) -> None:
+        """Start pulling in the background (binding waits for the stream to be provisioned)."""
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._run(), name=f"pull-{self.spec.name}")
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Finish the batch in hand (or leave it unacknowledged for redelivery), then stop."""
+        self._stopping.set()
+        if self._task is not None:
+            if self._handling:  # a waiting fetch is cancelled at once; a batch may finish
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self._task), grace_s)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+
+    async def _run(self) -> None:
+        await self._bind()
+        while not self._stopping.is_set():
+            msgs = await self._next_batch()
+            if msgs:
+                await self._handle(msgs)
+
+    async def _bind(self) -> None:
+        """Bind to the durable; while the stream (or NATS) is missing, retry and say so."""
+        while self._sub is None and not self._stopping.is_set():
+            js = self._js()
+            try:
+                if js is None:
+                    raise RuntimeError("the broker is not connected")
+                self._sub = await _bind(js, self.spec)
+            except Exception as exc:  # readiness reports the missing stream meanwhile
+                log.warning("consumer_unbound", consumer=self.spec.name, error=repr(exc))
+                await asyncio.sleep(BIND_RETRY_S)
+
+    async def _next_batch(self) -> list[Msg]:
+        assert self._sub is not None
+        try:
+            msgs = list(await self._sub.fetch(1, timeout=LONG_POLL_S))
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except (nats.errors.ConnectionClosedError, nats.errors.Error) as exc:
+            log.warning("fetch_failed", consumer=self.spec.name, error=repr(exc))
+            await asyncio.sleep(RECONNECT_PAUSE_S)
+            return []
+        with contextlib.suppress(nats.errors.TimeoutError, asyncio.TimeoutError, nats.errors.Error):
+            msgs += await self._sub.fetch(self.batch - 1, timeout=self.gather_s)
+        return msgs
+
+    async def _handle(self, msgs: Sequence[Msg]) -> None:
+        self._handling = True
+        beat = asyncio.create_task(_heartbeat(msgs))
+        try:
+            await self.runner.handle(msgs)
+        except RetryBatch as retry:
+            delay = retry.delay
+            await _each(msgs, lambda m: m.nak(delay=delay))
+            return
+        except Exception as exc:  # never lose the loop: the batch comes back after ack_wait
+            log.exception("batch_crashed", consumer=self.spec.name, error=repr(exc))
+            return
+        finally:
+            beat.cancel()
+            self._handling = False
+        await _each(msgs, lambda m: m.ack())
+
+
+async def _bind(js: JetStreamContext, spec: ConsumerSpec) -> JetStreamContext.PullSubscription:
+    """Bind to the provisioned durable; create it as provisioning would if it is missing."""
+    try:
+        await js.consumer_info(spec.stream, spec.name)
+    except NotFoundError:
+        log.warning("consumer_created", consumer=spec.name, stream=spec.stream)
+        await js.add_consumer(spec.stream, spec.config())
+    return await js.pull_subscribe_bind(durable=spec.name, stream=spec.stream)
+
+
+async def _heartbeat(msgs: Sequence[Msg]) -> None:
+    """Tell the server a long batch is still being worked on (no concurrent redelivery)."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        await _each(msgs, lambda m: m.in_progress())
+
+
+async def _each(msgs: Sequence[Msg], act: Callable[[Msg], object]) -> None:
+    for msg in msgs:
+        with contextlib.suppress(nats.errors.Error):
+            await act(msg)  # type: ignore[misc]

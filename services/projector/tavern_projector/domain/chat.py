@@ -1,0 +1,274 @@
+"""The chat projection: a session log folded into a SillyTavern chat (header + message lines).
+
+Rules (what becomes a line, exactly once, keyed by the session log seq in `extra.agentTavern`):
+- `user/message` from the user (`source: user`) with non-blank text: a user line. Injected
+  context (recall, reminders, plugin messages) is not chat.
+- `assistant/message` without tool calls and with non-blank text: an assistant line with one
+  swipe, as SillyTavern's saveReply writes it. Text written in the same step as a tool call is
+  working output, not a reply.
+- A cancelled turn's partial reply (`partial: true`) is kept like SillyTavern keeps a stopped
+  generation: projected with the text that was streamed, marked `extra.agentTavern.partial`
+  and `finishReason: "cancelled"`. A blank partial reply projects nothing.
+- A redacted message keeps its line (the chat's shape stays) with `[redacted]` as text.
+- A fork starts with a copy of the parent chat up to the fork point and names the parent chat
+  in `chat_metadata.main_chat`, as a SillyTavern branch does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, tzinfo
+from typing import Any
+
+from tavern_events.envelope import SessionEvent
+from tavern_events.message import AssistantMessage, UserMessage
+from tavern_events.request import AgentRequest
+from tavern_events.session import SessionBindingChanged
+from tavern_projector.domain import stformat
+
+REDACTED = "[redacted]"
+PROVENANCE = "agentTavern"
+
+
+@dataclass(frozen=True)
+class ChatBinding:
+    """Who speaks in a chat and which session writes it."""
+
+    session_id: str
+    chat_id: str
+    character: str
+    user_name: str
+    architecture: str = "agent-tavern"
+    context_mode: str | None = "dsh-native"
+    parent_session_id: str | None = None
+    forked_at_seq: int | None = None
+
+    @property
+    def directory(self) -> str:
+        return stformat.safe_name(self.character)
+
+    @property
+    def key(self) -> str:
+        """`<character>/<chat id>`: the chat's path under the chats directory, minus `.jsonl`."""
+        return f"{self.directory}/{self.chat_id}"
+
+
+@dataclass
+class ChatState:
+    """One chat in memory. `apply` appends to `messages` in place and returns the state.
+
+    Each message's JSON line is kept beside it, so rewriting a long chat costs a join, not
+    a serialisation of every message."""
+
+    binding: ChatBinding
+    header: dict[str, Any]
+    messages: list[dict[str, Any]]
+    last_seq: int = 0
+    gen_started: datetime | None = None
+    redacted: set[int] = field(default_factory=set)
+    encoded: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.encoded) != len(self.messages):
+            self.encoded = [stformat.dumps(m) for m in self.messages]
+
+    def append(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self.encoded.append(stformat.dumps(message))
+
+    def render(self) -> bytes:
+        return ("\n".join([stformat.dumps(self.header), *self.encoded]) + "\n").encode()
+
+
+def header(binding: ChatBinding, created: datetime, tz: tzinfo) -> dict[str, Any]:
+    """The first line, as SillyTavern's saveChat writes it (real names, not `unused`)."""
+    metadata: dict[str, Any] = {PROVENANCE: {"sessionId": binding.session_id}}
+    if binding.parent_session_id is not None:
+        metadata["main_chat"] = binding.parent_session_id
+    return {
+        "user_name": binding.user_name,
+        "character_name": binding.character,
+        "create_date": stformat.create_date(created, tz),
+        "chat_metadata": metadata,
+    }
+
+
+def new_chat(
+    binding: ChatBinding, created: datetime, tz: tzinfo, copied: Iterable[dict[str, Any]] = ()
+) -> ChatState:
+    """An empty chat (a fork starts with the parent's lines up to the fork point)."""
+    return ChatState(binding, header(binding, created, tz), list(copied))
+
+
+def from_file(
+    binding: ChatBinding, head: dict[str, Any], messages: list[dict[str, Any]]
+) -> ChatState:
+    """A chat read back from its file: the last projected seq is the highest own `eventSeq`."""
+    own = [seq for m in messages if (seq := _own_seq(m, binding.session_id)) is not None]
+    return ChatState(binding, head, messages, max(own, default=0))
+
+
+def fork_lines(parent: ChatState, at_seq: int) -> list[dict[str, Any]]:
+    """The parent's lines up to its log position `at_seq` (older ancestors' lines included)."""
+    kept = []
+    for message in parent.messages:
+        seq = _own_seq(message, parent.binding.session_id)
+        if seq is not None and seq > at_seq:
+            break
+        kept.append(message)
+    return kept
+
+
+def apply(state: ChatState, event: SessionEvent, tz: tzinfo) -> ChatState:
+    """Fold one session event into the chat; events at or below `last_seq` change nothing."""
+    if event.seq <= state.last_seq:
+        return state
+    if isinstance(event, AgentRequest):
+        state.gen_started = event.ts
+    elif isinstance(event, SessionBindingChanged):
+        state.binding = _rebound(state.binding, event)
+    elif isinstance(event, UserMessage):
+        _append(state, event, user_line(state, event, tz))
+    elif isinstance(event, AssistantMessage):
+        _append(state, event, assistant_line(state, event, tz))
+        state.gen_started = None
+    return state
+
+
+def _append(state: ChatState, event: SessionEvent, line: dict[str, Any] | None) -> None:
+    if line is not None:
+        state.append(line)
+        state.last_seq = event.seq
+
+
+def _rebound(binding: ChatBinding, event: SessionBindingChanged) -> ChatBinding:
+    target = event.payload
+    return replace(
+        binding, architecture=target.to_architecture, context_mode=target.to_context_mode
+    )
+
+
+def provenance(binding: ChatBinding, event: SessionEvent) -> dict[str, Any]:
+    """`extra.agentTavern`: which session, log seq and event a line comes from."""
+    found: dict[str, Any] = {"architecture": binding.architecture}
+    if binding.context_mode is not None:
+        found["contextMode"] = binding.context_mode
+    found |= {
+        "sessionId": binding.session_id,
+        "eventSeq": event.seq,
+        "messageId": event.id,
+        "turn": event.turn,
+        "step": event.step,
+    }
+    return found
+
+
+def chat_text(event: SessionEvent) -> tuple[bool, str] | None:
+    """`(is_user, text)` when the event becomes a chat line (the rules above), else None."""
+    if isinstance(event, UserMessage):
+        text = event.payload.text
+        return (True, text) if event.source == "user" and text.strip() else None
+    if isinstance(event, AssistantMessage):
+        p = event.payload
+        return (False, p.content) if not p.tool_calls and p.content.strip() else None
+    return None
+
+
+def user_line(state: ChatState, event: UserMessage, tz: tzinfo) -> dict[str, Any] | None:
+    """A line as SillyTavern's sendMessageAsUser writes it, or None if not chat."""
+    if chat_text(event) is None:
+        return None
+    mark = provenance(state.binding, event)
+    mes = _redacted(state, event, mark, event.payload.text)
+    return {
+        "name": event.payload.name or state.binding.user_name,
+        "is_user": True,
+        "is_system": False,
+        "send_date": stformat.send_date(event.ts, tz),
+        "mes": mes,
+        "extra": {"isSmallSys": False, PROVENANCE: mark},
+    }
+
+
+def assistant_line(state: ChatState, event: AssistantMessage, tz: tzinfo) -> dict[str, Any] | None:
+    """A line as SillyTavern's saveReply writes a new reply (one swipe), or None."""
+    payload = event.payload
+    if chat_text(event) is None:
+        return None
+    mark = provenance(state.binding, event)
+    if payload.partial:
+        mark |= {"partial": True, "finishReason": payload.finish_reason}
+    mes = _redacted(state, event, mark, payload.content)
+    reasoning = None if mark.get("redacted") else payload.reasoning_content
+    started = stformat.js_iso(state.gen_started or event.ts)
+    finished = stformat.js_iso(event.ts)
+    sent = stformat.send_date(event.ts, tz)
+    extra = _reply_extra(payload.provider, payload.model, reasoning, mark)
+    swipe_extra = _reply_extra(payload.provider, payload.model, reasoning, dict(mark))
+    swipe = {"send_date": sent, "gen_started": started, "gen_finished": finished}
+    return {
+        "extra": extra,
+        "name": state.binding.character,
+        "is_user": False,
+        "send_date": sent,
+        "mes": mes,
+        "gen_started": started,
+        "gen_finished": finished,
+        "swipe_info": [{**swipe, "extra": swipe_extra}],
+        "swipe_id": 0,
+        "swipes": [mes],
+    }
+
+
+def _reply_extra(
+    provider: str | None, model: str | None, reasoning: str | None, mark: dict[str, Any]
+) -> dict[str, Any]:
+    extra: dict[str, Any] = {"api": provider or "", "model": model or ""}
+    if reasoning:
+        extra["reasoning"] = reasoning
+    extra[PROVENANCE] = mark
+    return extra
+
+
+def _redacted(state: ChatState, event: SessionEvent, mark: dict[str, Any], text: str) -> str:
+    if event.seq not in state.redacted:
+        return text
+    mark["redacted"] = True
+    return REDACTED
+
+
+def redact(state: ChatState, seq: int) -> bool:
+    """Blank the line projected from this session's log seq; False if there is none."""
+    state.redacted.add(seq)
+    for index, message in enumerate(state.messages):
+        if _own_seq(message, state.binding.session_id) == seq:
+            _blank(message)
+            state.encoded[index] = stformat.dumps(message)
+            return True
+    return False
+
+
+def _blank(message: dict[str, Any]) -> None:
+    message["mes"] = REDACTED
+    if "swipes" in message:
+        message["swipes"] = [REDACTED for _ in message["swipes"]]
+    for extra in _extras(message):
+        extra.pop("reasoning", None)
+        mark = extra.get(PROVENANCE)
+        if isinstance(mark, dict):
+            mark["redacted"] = True
+
+
+def _extras(message: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [message.get("extra")]
+    found += [info.get("extra") for info in message.get("swipe_info", []) if isinstance(info, dict)]
+    return [extra for extra in found if isinstance(extra, dict)]
+
+
+def _own_seq(message: dict[str, Any], session_id: str) -> int | None:
+    mark = (message.get("extra") or {}).get(PROVENANCE)
+    if not isinstance(mark, dict) or mark.get("sessionId") != session_id:
+        return None
+    seq = mark.get("eventSeq")
+    return seq if isinstance(seq, int) else None

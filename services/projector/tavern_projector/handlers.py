@@ -1,0 +1,67 @@
+"""Every subscriber and RPC of the projector service: the registration table.
+
+Projections consume ordered batches from durable pull consumers, one per projection
+(`catalog.CONSUMERS`), through `consumer.PullLoop`s started after the broker connects. RPCs
+answer the read-only `tavern_*` tools on `tavern.rpc.projector.*` in the `projector-rpc`
+queue group, so one replica answers each request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from importlib.metadata import version
+from typing import Any
+
+from faststream.nats import NatsBroker
+
+from tavern_events import subjects
+from tavern_projector import queries
+from tavern_projector.core import Core
+from tavern_runtime.errors import TavernError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+SERVICE = "projector"
+VERSION = version("tavern-projector")
+RPC_QUEUE = f"{SERVICE}-rpc"
+
+Query = Callable[[Any, Any], Awaitable[dict[str, Any]]]
+RPCS: dict[str, Query] = {
+    "history.search": queries.history_search,
+    "character.get": queries.character_get,
+    "lore.search": queries.lore_search,
+    "scene.get": queries.scene_get,
+    "sessions.list": queries.sessions_list,
+}
+
+
+def register(broker: NatsBroker, core: Core) -> None:
+    """Bind every handler of the service to `broker` (and every projection to its consumer)."""
+    broker.subscriber(subjects.rpc(SERVICE, "ping"), queue=RPC_QUEUE)(ping)
+    for runner in core.runners:  # archive, chat, history, sessions, memory, assets
+        core.consume(runner)
+    broker.subscriber(subjects.rpc(SERVICE, "status"), queue=RPC_QUEUE)(
+        _answer(core, "status", lambda _pool, body: core.status(body))
+    )
+    for operation, query in RPCS.items():
+        broker.subscriber(subjects.rpc(SERVICE, operation), queue=RPC_QUEUE)(
+            _answer(core, operation, query)
+        )
+
+
+async def ping() -> dict[str, object]:
+    """`tavern.rpc.projector.ping`: which service and version answered over the bus."""
+    return {"service": SERVICE, "version": VERSION, "ok": True}
+
+
+def _answer(core: Core, operation: str, query: Query) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    async def answer(body: Any) -> dict[str, Any]:
+        try:
+            return await query(core.pool(), body)
+        except TavernError as exc:
+            log.info("rpc_refused", operation=operation, code=exc.code, error=exc.message)
+            return {"error": exc.as_dict()}
+
+    answer.__name__ = answer.__qualname__ = operation.replace(".", "_")
+    return answer

@@ -1,0 +1,1 @@
+"""The projections of the projector service, one module each (adapters over `domain`)."""

@@ -1,0 +1,332 @@
+"""The chat projection: SillyTavern JSONL files under `<data dir>/chats`, one per session.
+
+Files are rewritten whole and atomically; `projector.chats` records which session writes
+which file, its revision and its status. A chat whose projection fails is marked
+`needs_repair` and left alone (the session is never blocked); `tavern repair` rebuilds it
+from the log. A redelivered event is recognised by the log seq in `extra.agentTavern`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any, ClassVar
+
+from tavern_events.envelope import SessionEvent
+from tavern_events.session import SessionCreated
+from tavern_events.streams import SESSIONS
+from tavern_projector.chatfiles import ChatFiles, swap_directories
+from tavern_projector.domain import chat, stformat
+from tavern_projector.domain.chat import ChatBinding, ChatState
+from tavern_projector.framework import Conn, Entry, Projection, Target, lock_redactions
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+FILTERS = (
+    "tavern.session.*.session.>",
+    "tavern.session.*.agent.request",
+    "tavern.session.*.user.message",
+    "tavern.session.*.assistant.message",
+)
+CACHE_SIZE = 256
+FLUSH_EVERY = 256
+
+
+@dataclass(frozen=True)
+class Names:
+    """Names used when a session's binding does not resolve to an asset."""
+
+    character: str = "Assistant"
+    user: str = "User"
+
+
+@dataclass
+class Cached:
+    state: ChatState
+    created_at: datetime
+    revision: str | None
+    dirty: bool = False
+    failed: str | None = None
+
+
+class ChatProjection(Projection):
+    name: ClassVar[str] = "chat"
+    version: ClassVar[int] = 1
+    stream: ClassVar[str] = SESSIONS.name
+    filters: ClassVar[tuple[str, ...]] = FILTERS
+    tables: ClassVar[tuple[str, ...]] = ("chats",)
+
+    def __init__(self, tz: tzinfo, names: Names = Names(), *, flush_every: int = 1) -> None:
+        self.tz, self.names, self.flush_every = tz, names, flush_every
+        self.cache: OrderedDict[str, Cached] = OrderedDict()
+        self.skipped: set[str] = set()
+
+    # -- applying ----------------------------------------------------------------------------------
+
+    async def apply(self, conn: Conn, entries: Sequence[Entry], target: Target) -> None:
+        events = [ev for e in entries if (ev := e.session_event()) is not None]
+        if not events:
+            return
+        await lock_redactions(conn, exclusive=False)
+        by_session: dict[str, list[SessionEvent]] = {}
+        for event in events:
+            by_session.setdefault(event.session_id, []).append(event)
+        await self._refresh(conn, target, list(by_session))
+        for session_id, batch in by_session.items():
+            await self._apply_session(conn, target, session_id, batch)
+        if sum(c.dirty for c in self.cache.values()) >= self.flush_every:
+            await self.finish(conn, target)
+
+    async def _apply_session(
+        self, conn: Conn, target: Target, session_id: str, events: list[SessionEvent]
+    ) -> None:
+        if session_id in self.skipped:
+            return
+        try:
+            async with conn.transaction():  # a savepoint: one failed chat leaves the batch usable
+                cached = await self._state(conn, target, events[0])
+                for event in events:
+                    chat.apply(cached.state, event, self.tz)
+                cached.dirty = True
+        except Exception as exc:
+            log.error("chat_projection_failed", session_id=session_id, error=repr(exc))
+            await self._mark(conn, target, session_id, events[0].seq, repr(exc))
+
+    async def finish(self, conn: Conn, target: Target) -> None:
+        """Write every changed chat, then its row (inside the batch's transaction)."""
+        files = ChatFiles(target.chats_dir, durable=not target.shadow)
+        for session_id, cached in list(self.cache.items()):
+            if cached.dirty:
+                await self._flush(conn, target, files, session_id, cached)
+        while len(self.cache) > CACHE_SIZE:
+            self.cache.popitem(last=False)
+
+    async def _flush(
+        self, conn: Conn, target: Target, files: ChatFiles, session_id: str, cached: Cached
+    ) -> None:
+        try:
+            cached.revision = files.write(cached.state.binding.key, cached.state.render())
+        except OSError as exc:
+            self.cache.pop(session_id, None)
+            log.error("chat_write_failed", session_id=session_id, error=repr(exc))
+            await self._mark(conn, target, session_id, cached.state.last_seq, repr(exc))
+            return
+        cached.dirty = False
+        await save_row(conn, target, cached)
+
+    async def _mark(
+        self, conn: Conn, target: Target, session_id: str, seq: int, error: str
+    ) -> None:
+        self.cache.pop(session_id, None)
+        self.skipped.add(session_id)
+        await mark_needs_repair(conn, target.table("chats"), session_id, seq, error)
+
+    # -- loading -----------------------------------------------------------------------------------
+
+    async def _refresh(self, conn: Conn, target: Target, session_ids: list[str]) -> None:
+        """Drop cached chats another writer changed; note chats waiting for repair."""
+        rows = await conn.fetch(
+            f"SELECT session_id, revision, status FROM {target.table('chats')}"
+            " WHERE session_id = ANY($1::text[])",
+            session_ids,
+        )
+        for row in rows:
+            cached = self.cache.get(row["session_id"])
+            if row["status"] != "ok":
+                self.skipped.add(row["session_id"])
+            elif cached is not None and not cached.dirty and cached.revision != row["revision"]:
+                del self.cache[row["session_id"]]
+            else:
+                self.skipped.discard(row["session_id"])
+
+    async def _state(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
+        session_id = first.session_id
+        cached = self.cache.get(session_id)
+        if cached is None:
+            cached = await self.load(conn, target, session_id) or await self._create(
+                conn, target, first
+            )
+            self.cache[session_id] = cached
+        self.cache.move_to_end(session_id)
+        return cached
+
+    async def load(self, conn: Conn, target: Target, session_id: str) -> Cached | None:
+        """A chat from its row and file (None if the session has no chat yet)."""
+        row = await conn.fetchrow(
+            f"SELECT * FROM {target.table('chats')} WHERE session_id = $1", session_id
+        )
+        if row is None:
+            return None
+        binding = binding_of(row)
+        data = ChatFiles(target.chats_dir).read(binding.key)
+        if data is None:
+            if row["message_count"]:
+                raise FileNotFoundError(f"chat file {binding.key}.jsonl is missing")
+            state = chat.new_chat(binding, row["created_at"], self.tz)
+        else:
+            state = chat.from_file(binding, *stformat.parse(data))
+        state.gen_started = row["gen_started"]
+        state.redacted = await redacted_seqs(conn, session_id)
+        return Cached(state, row["created_at"], row["revision"])
+
+    async def _create(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
+        binding = await self._binding(conn, first)
+        copied = await self._fork_lines(conn, target, binding)
+        state = chat.new_chat(binding, first.ts, self.tz, copied)
+        state.redacted = await redacted_seqs(conn, first.session_id)
+        return Cached(state, first.ts, None, dirty=True)
+
+    async def _binding(self, conn: Conn, first: SessionEvent) -> ChatBinding:
+        if not isinstance(first, SessionCreated):
+            log.warning("chat_without_created", session_id=first.session_id, seq=first.seq)
+            return ChatBinding(
+                first.session_id, first.session_id, self.names.character, self.names.user
+            )
+        p = first.payload
+        character = await asset_name(conn, "characters", p.character_id) or self.names.character
+        user = await asset_name(conn, "personas", p.persona_id) or self.names.user
+        return ChatBinding(
+            first.session_id,
+            p.chat_id,
+            character,
+            user,
+            p.architecture,
+            p.context_mode,
+            p.parent_session_id,
+            p.forked_at_seq,
+        )
+
+    async def _fork_lines(
+        self, conn: Conn, target: Target, binding: ChatBinding
+    ) -> list[dict[str, Any]]:
+        parent_id, at_seq = binding.parent_session_id, binding.forked_at_seq
+        if parent_id is None or at_seq is None:
+            return []
+        parent = self.cache.get(parent_id) or await self.load(conn, target, parent_id)
+        return chat.fork_lines(parent.state, at_seq) if parent is not None else []
+
+    # -- rebuilds ----------------------------------------------------------------------------------
+
+    async def forget_sessions(self, conn: Conn, target: Target, session_ids: Sequence[str]) -> None:
+        rows = await conn.fetch(
+            f"DELETE FROM {target.table('chats')} WHERE session_id = ANY($1::text[])"
+            " RETURNING chat_key",
+            list(session_ids),
+        )
+        files = ChatFiles(target.chats_dir)
+        for row in rows:
+            files.remove(row["chat_key"])
+        for session_id in session_ids:
+            self.cache.pop(session_id, None)
+            self.skipped.discard(session_id)
+
+    async def prepare_shadow(self, conn: Conn, target: Target) -> None:
+        await super().prepare_shadow(conn, target)
+        ChatFiles(target.chats_dir).clear()
+
+    async def swap(self, conn: Conn, shadow: Target) -> None:
+        os.sync()  # the shadow's files were written without an fsync each
+        await super().swap(conn, shadow)
+        self.old_dir = swap_directories(shadow.as_live().chats_dir, shadow.chats_dir)
+
+    async def after_swap(self, shadow: Target) -> None:
+        shutil.rmtree(getattr(self, "old_dir", shadow.chats_dir), ignore_errors=True)
+
+
+# --- rows -----------------------------------------------------------------------------------------
+
+
+def binding_of(row: Any) -> ChatBinding:
+    return ChatBinding(
+        row["session_id"],
+        row["chat_id"],
+        row["character"],
+        row["user_name"],
+        row["architecture"],
+        row["context_mode"],
+        row["parent_session_id"],
+        row["forked_at_seq"],
+    )
+
+
+async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
+    state, b = cached.state, cached.state.binding
+    await conn.execute(
+        f"""INSERT INTO {target.table("chats")} (session_id, chat_key, chat_id, character,
+               user_name, architecture, context_mode, parent_session_id, forked_at_seq,
+               created_at, message_count, last_seq, gen_started, revision, status, updated_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'ok', now())
+            ON CONFLICT (session_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,
+               character = EXCLUDED.character, user_name = EXCLUDED.user_name,
+               architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
+               message_count = EXCLUDED.message_count, last_seq = EXCLUDED.last_seq,
+               gen_started = EXCLUDED.gen_started, revision = EXCLUDED.revision,
+               updated_at = now()""",
+        b.session_id,
+        b.key,
+        b.chat_id,
+        b.character,
+        b.user_name,
+        b.architecture,
+        b.context_mode,
+        b.parent_session_id,
+        b.forked_at_seq,
+        cached.created_at,
+        len(state.messages),
+        state.last_seq,
+        state.gen_started,
+        cached.revision,
+    )
+
+
+async def mark_needs_repair(conn: Conn, table: str, session_id: str, seq: int, error: str) -> None:
+    """Flag the chat (creating its row if it has none) so `tavern repair` rebuilds it."""
+    await conn.execute(
+        f"""INSERT INTO {table} (session_id, chat_key, chat_id, character, user_name,
+               architecture, created_at, status, error, failed_seq)
+            VALUES ($1, '', $1, '', '', '', now(), 'needs_repair', $2, $3)
+            ON CONFLICT (session_id) DO UPDATE SET status = 'needs_repair',
+               error = EXCLUDED.error, failed_seq = EXCLUDED.failed_seq, updated_at = now()""",
+        session_id,
+        error[:2000],
+        seq,
+    )
+
+
+async def asset_name(conn: Conn, table: str, asset_id: str | None) -> str | None:
+    if asset_id is None:
+        return None
+    found = await conn.fetchval(
+        f"SELECT name FROM projector.{table} WHERE asset_id = $1 OR lower(name) = lower($1)"
+        " ORDER BY asset_id = $1 DESC LIMIT 1",
+        asset_id,
+    )
+    return str(found) if found is not None else None
+
+
+async def redacted_seqs(conn: Conn, session_id: str) -> set[int]:
+    rows = await conn.fetch(
+        "SELECT seq FROM projector.redactions WHERE session_id = $1", session_id
+    )
+    return {r["seq"] for r in rows}
+
+
+async def redact_line(conn: Conn, target: Target, tz: tzinfo, session_id: str, seq: int) -> None:
+    """Blank one projected message in its chat file (called while redactions are locked)."""
+    projection = ChatProjection(tz)
+    try:
+        cached = await projection.load(conn, target, session_id)
+        if cached is None or not chat.redact(cached.state, seq):
+            return
+        cached.revision = ChatFiles(target.chats_dir).write(
+            cached.state.binding.key, cached.state.render()
+        )
+        await save_row(conn, target, cached)
+    except Exception as exc:
+        log.error("chat_redaction_failed", session_id=session_id, error=repr(exc))
+        await mark_needs_repair(conn, target.table("chats"), session_id, seq, repr(exc))

@@ -1,0 +1,42 @@
+"""CJK-aware search tokens and excerpts."""
+
+from __future__ import annotations
+
+from tavern_projector.domain import text
+
+
+def test_latin_words_are_case_folded_words() -> None:
+    assert text.index_tokens("The Lamp-room, LAMP!") == ["lamp", "room", "the"]
+    assert text.query_tokens("lamp ROOM") == ["lamp", "room"]
+
+
+def test_cjk_is_indexed_by_characters_and_bigrams() -> None:
+    assert text.index_tokens("灯塔门") == sorted(["灯", "塔", "门", "灯塔", "塔门"])
+    assert text.query_tokens("灯塔门") == ["塔门", "灯塔"]
+    assert text.query_tokens("灯") == ["灯"], "a single character stays itself"
+
+
+def test_mixed_scripts_split_where_the_script_changes() -> None:
+    assert text.query_tokens("Mira说灯塔") == ["mira", "灯塔", "说灯"]
+    assert text.query_tokens("ＡＢＣ１２") == ["abc12"], "full-width forms are normalised"  # noqa: RUF001
+    assert text.query_tokens("？！、") == []  # noqa: RUF001
+
+
+def test_a_query_matches_when_the_message_holds_every_token() -> None:
+    message = set(text.index_tokens("暴风雨之夜，有人敲响灯塔的门 at midnight"))  # noqa: RUF001
+    assert set(text.query_tokens("灯塔 midnight")) <= message
+    assert not set(text.query_tokens("灯塔 noon")) <= message
+
+
+def test_excerpt_starts_before_the_first_hit_and_marks_cuts() -> None:
+    body = "x" * 500 + " lantern " + "y" * 500
+    cut = text.excerpt(body, ["lantern"], width=100, lead=10)
+    assert cut.startswith("…")
+    assert cut.endswith("…")
+    assert "lantern" in cut
+    assert len(cut) == 102
+    assert text.excerpt("short", ["short"]) == "short"
+
+
+def test_rough_tokens() -> None:
+    assert [text.rough_tokens(s) for s in ("", "abcd", "abcde")] == [1, 1, 2]
