@@ -18,10 +18,11 @@ from typing import Any
 
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from tavern_events.ids import new_id
-from tavern_loop.dispatch import Dispatcher
+from tavern_loop.dispatch import DURABLE, Dispatcher
 from tavern_loop.domain.guard import RepeatGuard
 from tavern_loop.lease import Leases
 from tavern_loop.options import LoopOptions
@@ -77,15 +78,47 @@ class LoopEngine:
         self._name = name
 
     async def start(self) -> None:
+        """Connect and dispatch; until provisioning has run, wait for it in the background
+        (readiness reports what is missing) instead of failing the service."""
         self._conn = conn = await connect(self.settings, f"{self._name}-engine")
+        try:
+            kv = await self._provisioned(conn)
+        except (BucketNotFoundError, NotFoundError):
+            self._dispatch_task = asyncio.create_task(self._when_provisioned(conn), name="loop")
+            return
+        await self._setup(conn, kv)
+        self._dispatch_task = asyncio.create_task(self._dispatch(), name="loop-dispatch")
+
+    async def _provisioned(self, conn: NatsConnection) -> KeyValue:
         kv = await conn.js.key_value(LEASES.name)
+        await conn.js.consumer_info("INPUTS", DURABLE)
+        return kv
+
+    async def _when_provisioned(self, conn: NatsConnection) -> None:
+        delay = 0.5
+        while True:
+            log.warning("loop_waiting_for_provisioning", retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            try:
+                kv = await self._provisioned(conn)
+            except (BucketNotFoundError, NotFoundError):
+                continue
+            await self._setup(conn, kv)
+            await self._dispatch()
+            return
+
+    async def _setup(self, conn: NatsConnection, kv: KeyValue) -> None:
         self.leases = Leases(kv, self.holder)
         await self._match_lease_ttl(kv)
         self.writer = SessionLogWriter(conn.nc)
         self.deps = self._deps(conn)
         self._dispatcher = Dispatcher(conn.nc, self.leases, self._start_runner, self.runners)
-        self._dispatch_task = asyncio.create_task(self._dispatcher.run(), name="loop-dispatch")
         log.info("loop_engine_started", holder=self.holder)
+
+    async def _dispatch(self) -> None:
+        assert self._dispatcher is not None
+        await self._dispatcher.run()
 
     async def _match_lease_ttl(self, kv: KeyValue) -> None:
         """Leases expire after the bucket's max age, whatever the options say: renew (every

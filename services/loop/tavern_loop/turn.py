@@ -93,6 +93,7 @@ class _Progress:
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
     cancel_reason: str | None = None
+    last_recall: str | None = None
 
 
 class TurnRunner:
@@ -282,6 +283,9 @@ class TurnRunner:
         if found is None:
             return
         text = f"{RECALL_HEADER}\n{found.text}"
+        if text == self.progress.last_recall:
+            return  # the same context is already in this turn's history
+        self.progress.last_recall = text
         self.stage(
             self.draft(
                 UserMessage, UserMessagePayload(text=text), source="plugin:ledger", form="recall"

@@ -120,12 +120,18 @@ class LedgerTool:
     arguments: frozenset[str]
 
     async def __call__(self, args: Any, ctx: ToolContext) -> ToolOutput:
-        request = {**forwarded(args or {}, self.arguments), **_caller(ctx)}
+        given = {**self.defaults(), **(args or {})}
+        request = {**forwarded(given, self.arguments), **_caller(ctx)}
         reply = await ctx.rpc(subjects.rpc("ledger", self.operation), request, RPC_TIMEOUT_S)
         if not isinstance(reply, dict) or "error" in reply:
             return failure(reply if isinstance(reply, dict) else {})
         result = camel(reply)
         return ToolOutput(json.dumps(result, ensure_ascii=False), data=result)
+
+    def defaults(self) -> dict[str, Any]:
+        """The schema's top-level defaults (JSON schema validation does not fill them in)."""
+        properties = self.spec.parameters.get("properties", {})
+        return {k: v["default"] for k, v in properties.items() if "default" in v}
 
     def tool(self) -> Tool:
         return Tool(self.spec, self)
@@ -210,7 +216,7 @@ def _memory_tools() -> list[LedgerTool]:
             "instructions is kept quarantined (not searchable). Returns id and revision.",
             _object(
                 {
-                    "scope": {"enum": MEMORY_SCOPES},
+                    "scope": {"enum": MEMORY_SCOPES, "default": "chat"},
                     "content": {"type": "string", "minLength": 1, "maxLength": 8000},
                     "kind": {"enum": ["semantic", "episodic"], "default": "semantic"},
                     "tags": TAGS,
@@ -220,7 +226,7 @@ def _memory_tools() -> list[LedgerTool]:
                     "domain": {"enum": DOMAINS, "default": "experience"},
                     "sourceRef": {"type": "string", "maxLength": 200},
                 },
-                ["scope", "content"],
+                ["content"],
             ),
         ),
         _adapter(
