@@ -22,6 +22,7 @@ from faststream.nats.security import NatsUserPassword
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.settings import TavernSettings
 
@@ -124,7 +125,30 @@ async def connect(
         settings.nats_servers, **connect_options(settings, guard), **_credentials(settings)
     )
     log.info("nats_connected", connection=name, server=nc.connected_url and nc.connected_url.netloc)
+    try:
+        require_server_version(nc)
+    except ConfigurationError:
+        guard.expect_close()
+        await nc.close()
+        raise
     return NatsConnection(nc, nc.jetstream(timeout=js_timeout), guard)
+
+
+MIN_SERVER = (2, 12)
+"""Atomic batch publish and wildcard-subject conditional appends arrived in nats-server 2.12."""
+
+
+def require_server_version(nc: Client) -> None:
+    """Refuse, with the reason, a nats-server older than the session log needs."""
+    version = nc.connected_server_version
+    found = (version.major, version.minor)
+    if found < MIN_SERVER:
+        have = f"{version.major}.{version.minor}.{version.patch}"
+        need = ".".join(map(str, MIN_SERVER))
+        raise ConfigurationError(
+            f"nats-server {have} is too old: AgentTavern needs {need} or newer "
+            "(atomic batches, wildcard-subject conditional appends)"
+        )
 
 
 @asynccontextmanager

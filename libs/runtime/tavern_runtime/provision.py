@@ -271,6 +271,9 @@ async def provision(
     apply_drift: bool = False,
 ) -> ProvisionReport:
     """Create missing streams, consumers and buckets; report (or, if asked, fix) drift."""
+    from tavern_runtime.bus import require_server_version
+
+    require_server_version(js._nc)
     report = ProvisionReport()
     for spec in stream_specs:
         await _stream(js, spec, replicas, apply_drift, report)
