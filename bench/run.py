@@ -28,6 +28,7 @@ if __name__ == "__main__" and not __package__:  # `python bench/run.py`
 
 from bench import (  # noqa: F401 - importing registers benches
     baselines,
+    consolidator_figures,
     figures,
     ledger,
     loop_figures,

@@ -122,7 +122,7 @@ class Candidates:
                 await _review_status(conn, row["evidence_ids"], REVIEW_STATUS[event])
         return {"candidate": candidate_view(row)}
 
-    async def list(
+    async def listing(
         self, scope_id: str | None, state: str | None, domain: str | None, limit: int
     ) -> dict[str, Any]:
         async with connection(self._pool) as conn:

@@ -92,7 +92,7 @@ class Rules:
                 await self._changed(conn, row, "rule_gates_updated", actor, now)
         return {"rule": rule_view(row)}
 
-    async def list(self, scope_id: str | None, state: str | None, limit: int) -> dict[str, Any]:
+    async def listing(self, scope_id: str | None, state: str | None, limit: int) -> dict[str, Any]:
         async with connection(self._pool) as conn:
             found = await conn.fetch(
                 f"SELECT {COLUMNS} FROM ledger.rule WHERE ($1::text IS NULL OR scope_id = $1) "

@@ -55,7 +55,7 @@ async def rule_pin(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_
 async def rule_list(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: RuleListBody) -> Reply:
         limit = min(r.limit, ledger.caps.max_results)
-        return await Rules(ledger.pool).list(r.scope_id, r.state, limit)
+        return await Rules(ledger.pool).listing(r.scope_id, r.state, limit)
 
     return await serve(ledger, "consolidation.rule.list", msg.body, RuleListBody, handle)
 
@@ -88,7 +88,7 @@ async def candidate_list(
 ) -> Reply:
     async def handle(r: CandidateListBody) -> Reply:
         limit = min(r.limit, ledger.caps.max_results)
-        return await Candidates(ledger.pool).list(r.scope_id, r.state, r.domain, limit)
+        return await Candidates(ledger.pool).listing(r.scope_id, r.state, r.domain, limit)
 
     return await serve(ledger, "consolidation.candidate.list", msg.body, CandidateListBody, handle)
 

@@ -1,0 +1,1 @@
+"""The consolidator's pure rules: no IO, no clock, no random ids (all passed in)."""

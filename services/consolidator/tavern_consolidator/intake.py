@@ -1,0 +1,84 @@
+"""Intake: LEDGER facts and SESSIONS events become the consolidator's copies, one transaction per
+batch of messages (idempotent, so a redelivered batch changes nothing), then the scopes they
+touched are woken. Poison messages are dead-lettered; unknown types are skipped and counted."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+
+from tavern_consolidator.domain.intake import Changes, add_event, add_fact
+from tavern_consolidator.store import PoolSource, facts, transaction
+from tavern_events.envelope import LedgerFact, Model, SessionEvent
+from tavern_events.errors import ContractError
+from tavern_events.skips import SkipCounter
+from tavern_events.subjects import InvalidIdError
+from tavern_events.union import Decoded, decode_or_skip
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+DeadLetter = Callable[[Msg, Exception], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Touched:
+    """Scopes a batch changed: new evidence or turns (distillation) and human evidence or
+    ended turns (the rules channel)."""
+
+    distil: frozenset[str]
+    rules: frozenset[str]
+
+
+class Intake:
+    def __init__(self, pool: PoolSource, dead_letter: DeadLetter) -> None:
+        self._pool, self._dead_letter = pool, dead_letter
+        self.skips = SkipCounter()
+
+    async def ledger_facts(self, msgs: Sequence[Msg]) -> Touched:
+        changes = Changes()
+        for msg in msgs:
+            fact = await self._decode(msg, LedgerFact)
+            if fact is not None:
+                add_fact(changes, fact)
+        return await self._apply(changes)
+
+    async def session_events(self, msgs: Sequence[Msg]) -> Touched:
+        changes = Changes()
+        for msg in msgs:
+            event = await self._decode(msg, SessionEvent)
+            if isinstance(event, SessionEvent):
+                add_event(changes, event)
+        return await self._apply(changes)
+
+    async def _decode(self, msg: Msg, expect: type[Model]) -> Model | None:
+        try:
+            found = decode_or_skip(msg.data, self.skips, expect)
+        except (ContractError, InvalidIdError) as exc:
+            await self._dead_letter(msg, exc)
+            return None
+        return found.event if isinstance(found, Decoded) else None
+
+    async def _apply(self, c: Changes) -> Touched:
+        async with transaction(self._pool) as conn:
+            await facts.save_sessions(conn, c.sessions)
+            await facts.ensure_scopes(conn, c.evidence_scopes)
+            await facts.save_evidence(conn, c.evidence)
+            await facts.change_states(conn, c.states)
+            await facts.save_observations(conn, c.observations)
+            await facts.save_rules(conn, c.rules)
+            turn_scopes = set(await facts.save_turns(conn, c.turns))
+            await facts.ensure_scopes(conn, turn_scopes)
+        if c.evidence or c.turns or c.observations:
+            log.info(
+                "facts_copied",
+                evidence=len(c.evidence),
+                states=len(c.states),
+                observations=len(c.observations),
+                rules=len(c.rules),
+                turns=len(c.turns),
+            )
+        distil = c.evidence_scopes | turn_scopes
+        return Touched(frozenset(distil), frozenset(c.human_scopes | turn_scopes))

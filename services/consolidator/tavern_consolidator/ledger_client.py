@@ -1,0 +1,77 @@
+"""Request/reply to the ledger: observations through `tavern.rpc.ledger.observation.propose`,
+rules and expression candidates through `tavern.rpc.ledger.consolidation.*`. The only place that
+sees NATS errors of these calls; a rate-limited call waits and tries again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+
+from tavern_consolidator.domain.records import Proposed
+from tavern_consolidator.errors import LedgerRefused, LedgerUnavailable
+from tavern_events import subjects
+
+TIMEOUT_S = 10.0
+RATE_LIMIT_WAITS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 2.0)
+ACTOR = "consolidation"
+
+
+class LedgerClient:
+    def __init__(self, nc: Callable[[], Client], timeout_s: float = TIMEOUT_S) -> None:
+        self._nc, self._timeout = nc, timeout_s
+
+    async def call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply of `tavern.rpc.ledger.<op>`; an error reply raises."""
+        for wait in (*RATE_LIMIT_WAITS_S, None):
+            reply = await self._request(op, body)
+            error = reply.get("error")
+            if not error:
+                return reply
+            if error.get("code") != "rate_limited" or wait is None:
+                raise _refusal(op, error)
+            await asyncio.sleep(wait)
+        raise LedgerUnavailable(f"{op}: still rate limited")  # pragma: no cover - loop returns
+
+    async def _request(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps({"actor": ACTOR, **body}, ensure_ascii=False, default=str).encode()
+        try:
+            msg = await self._nc().request(subjects.rpc("ledger", op), data, timeout=self._timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError) as exc:
+            raise LedgerUnavailable(f"{op}: {type(exc).__name__}") from exc
+        except nats.errors.Error as exc:
+            raise LedgerUnavailable(f"{op}: {exc!r}") from exc
+        found: dict[str, Any] = json.loads(msg.data)
+        return found
+
+    async def propose(self, scope_id: str, obs: Proposed, observed_at: datetime) -> dict[str, Any]:
+        return await self.call(
+            "observation.propose",
+            {
+                "scope_id": scope_id,
+                "subject": obs.subject,
+                "predicate": obs.predicate,
+                "claim_domain": obs.claim_domain,
+                "text": obs.text,
+                "evidence_ids": list(obs.evidence_ids),
+                "observed_at": observed_at.isoformat(),
+            },
+        )
+
+    async def consolidation(self, op: str, **body: Any) -> dict[str, Any]:
+        """`tavern.rpc.ledger.consolidation.<op>` (rules and expression candidates)."""
+        return await self.call(
+            f"consolidation.{op}", {k: v for k, v in body.items() if v is not None}
+        )
+
+
+def _refusal(op: str, error: dict[str, Any]) -> Exception:
+    code, message = error.get("code", "error"), error.get("message", "")
+    if code in ("store_unavailable", "internal", "rate_limited", "store_conflict"):
+        return LedgerUnavailable(f"{op}: {code}: {message}")
+    return LedgerRefused(f"{op}: {code}: {message}", ledger_code=code)
