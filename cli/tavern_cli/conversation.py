@@ -127,6 +127,11 @@ class Renderer:
             )
         )
 
+    def _session_binding_changed(self, event: Any) -> None:
+        p = event.payload
+        change = f"{p.from_context_mode} → {p.to_context_mode}"
+        self._line(self._c(DIM, f"  context mode {change} (from the next turn)"))
+
     def _turn_end(self, event: Any) -> None:
         p = event.payload
         if p.outcome != "completed":
@@ -181,14 +186,15 @@ class Conversation:
             CancelInput(input_id=new_id(), session_id=self.session_id, ts=_now()), "cancel"
         )
 
-    async def command(self, name: str) -> None:
+    async def command(self, name: str, args: dict[str, Any] | None = None) -> str:
         command = CommandInput(
             input_id=new_id(),
             session_id=self.session_id,
             ts=_now(),
-            payload=CommandInputPayload(name=name),
+            payload=CommandInputPayload(name=name, args=args or {}),
         )
         await self._publish(command, "command")
+        return command.input_id
 
     async def _publish(self, command: InputCommand, kind: str) -> None:
         subject = subjects.session_input(self.session_id, kind)

@@ -10,6 +10,7 @@ from tavern_cli.commands import (
     chat,
     docs,
     dream,
+    fork,
     init,
     ledger,
     repair,
@@ -17,6 +18,7 @@ from tavern_cli.commands import (
     restore,
     rules,
     serve,
+    session,
     sessions,
     status,
     testing,
@@ -32,7 +34,7 @@ REGISTRY: dict[str, tuple[str, Configure, Run]] = {
     "init": ("provision streams and migrate schemas on given servers", init.configure, init.run),
     "serve": ("run one service in the foreground, as a container does", serve.configure, serve.run),
     "chat": (
-        "talk with a session in the terminal (/cancel, /compact, /quit)",
+        "talk with a session in the terminal (/cancel, /compact, /mode, /swipe, /quit)",
         chat.configure,
         chat.run,
     ),
@@ -50,6 +52,16 @@ REGISTRY: dict[str, tuple[str, Configure, Run]] = {
         "list sessions: binding, turns, tokens, chats needing repair",
         sessions.configure,
         sessions.run,
+    ),
+    "session": (
+        "create a session with a binding: new --character X --architecture st",
+        session.configure,
+        session.run,
+    ),
+    "fork": (
+        "fork a session at its last turn boundary, optionally to another architecture",
+        fork.configure,
+        fork.run,
     ),
     "card": (
         "import character cards (JSON, PNG), lorebooks and personas",

@@ -11,7 +11,11 @@ from tavern_cli.endpoints import nats_connection, resolve
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events.ids import new_id
 
-HELP = "commands: /cancel (stop the current turn), /compact, /quit"
+HELP = (
+    "commands: /cancel (stop the current turn), /compact, /mode dsh-native|agent-managed, "
+    "/swipe, /regenerate (st sessions), /quit"
+)
+SIMPLE = ("/compact", "/swipe", "/regenerate")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +57,10 @@ async def _repl(chat: Conversation) -> None:
             return
         if text == "/cancel":
             await chat.cancel()
-        elif text == "/compact":
-            await chat.command("compact")
+        elif text in SIMPLE:
+            await chat.command(text[1:])
+        elif text.startswith("/mode "):
+            await chat.command("mode", {"context_mode": text.removeprefix("/mode ").strip()})
         elif text.startswith("/"):
             print(HELP)
         else:

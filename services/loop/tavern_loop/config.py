@@ -2,8 +2,59 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import Field
+
+from tavern_loop.options import LoopOptions, ProfileOptions, ProjectionOptions
 from tavern_runtime.settings import TavernSettings
 
 
 class LoopSettings(TavernSettings):
-    """Own keys are named `loop_*`, so their variables read `TAVERN_LOOP_*` (none yet)."""
+    """Own keys are named `loop_*`, so their variables read `TAVERN_LOOP_*`."""
+
+    loop_default_architecture: Literal["agent-tavern", "st"] = Field(
+        default="agent-tavern", description="architecture of new sessions (existing keep theirs)"
+    )
+    loop_default_context_mode: Literal["dsh-native", "agent-managed"] = Field(
+        default="dsh-native", description="context mode of new agent-tavern sessions"
+    )
+    loop_agent_managed: bool = Field(
+        default=True,
+        description="offer agent-managed mode (per-request projection, projection-aware "
+        "compaction); off: sessions may not switch to it",
+    )
+    loop_allow_global_writes: bool = Field(
+        default=False, description="let tools write the global memory and variable scope"
+    )
+    loop_allow_bulk_deletes: bool = Field(
+        default=False, description="let one variable_patch delete several variables"
+    )
+    loop_projection_ratios: dict[str, float] = Field(
+        default_factory=lambda: {"kernel": 0.15, "recent": 0.35, "retrieved": 0.25, "reply": 0.25},
+        description="agent-managed budget zones as shares of the context window",
+    )
+
+
+def loop_options(settings: LoopSettings) -> LoopOptions:
+    """The loop's options with the profile settings of `settings` applied."""
+    ratios = settings.loop_projection_ratios
+    defaults = ProjectionOptions()
+    projection = replace(
+        defaults,
+        kernel_ratio=ratios.get("kernel", defaults.kernel_ratio),
+        recent_ratio=ratios.get("recent", defaults.recent_ratio),
+        retrieved_ratio=ratios.get("retrieved", defaults.retrieved_ratio),
+        reply_ratio=ratios.get("reply", defaults.reply_ratio),
+    )
+    profiles = ProfileOptions(
+        default_architecture=settings.loop_default_architecture,
+        default_context_mode=settings.loop_default_context_mode,
+        projection_available=settings.loop_agent_managed,
+        compaction_cooperates=settings.loop_agent_managed,
+        allow_global_writes=settings.loop_allow_global_writes,
+        allow_bulk_deletes=settings.loop_allow_bulk_deletes,
+        projection=projection,
+    )
+    return LoopOptions(profiles=profiles)

@@ -1,8 +1,9 @@
 """Dispatch: a durable pull consumer over every session's inputs that only wakes sessions.
 
 For each input it makes sure some replica runs the session (taking the lease when it is free)
-and acks once the session's log records the input as claimed. While it waits it tells the
-server the message is in progress, so a crashed replica's inputs are redelivered to another.
+and acks once the session's log records the input as claimed and the turn that claimed it as
+ended. While it waits it tells the server the message is in progress, so a crashed replica's
+inputs are redelivered to another, which then closes the turn the crash left open.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ MakeRunner = Callable[[str, Leases], SessionRunner | None]
 async def claimed_in_log(js: JetStreamContext, session_id: str, stream_seq: int) -> bool:
     """Whether the session's log claims the input at INPUTS sequence `stream_seq`."""
     return await log_cursor(js, session_id) >= stream_seq
+
+
+async def settled_in_log(js: JetStreamContext, session_id: str, stream_seq: int) -> bool:
+    """Whether the log claims the input and its last turn has ended (so the input's did)."""
+    if await log_cursor(js, session_id) < stream_seq:
+        return False
+    return await _last_turn_closed(js, session_id)
+
+
+async def _last_turn_closed(js: JetStreamContext, session_id: str) -> bool:
+    started = await _last_seq(js, session_id, "turn/start")
+    return started == 0 or await _last_seq(js, session_id, "turn/end") > started
+
+
+async def _last_seq(js: JetStreamContext, session_id: str, event_type: str) -> int:
+    try:
+        found = await js.get_msg(SESSIONS.name, subject=_subject(session_id, event_type))
+    except NotFoundError:
+        return 0
+    return found.seq or 0
 
 
 async def log_cursor(js: JetStreamContext, session_id: str) -> int:
@@ -150,12 +171,14 @@ class Dispatcher:
         await self._until_claimed(msg, session_id, msg.metadata.sequence.stream)
 
     async def _until_claimed(self, msg: Msg, session_id: str, stream_seq: int) -> None:
+        """Ack only once the input's turn has ended: acked at its claim, an input whose turn a
+        crash left open would wake no one, and the open turn would wait for the next input."""
         beat = asyncio.get_running_loop().time()
         while True:
             runner = self._runners.get(session_id)
-            if runner is not None and runner.claimed(stream_seq):
+            if runner is not None and runner.settled(stream_seq):
                 break
-            if runner is None and await claimed_in_log(self._js, session_id, stream_seq):
+            if runner is None and await settled_in_log(self._js, session_id, stream_seq):
                 break
             if runner is None:
                 self._start_runner(session_id)

@@ -22,6 +22,7 @@ from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from tavern_events.ids import new_id
+from tavern_loop.config import LoopSettings, loop_options
 from tavern_loop.dispatch import DURABLE, Dispatcher
 from tavern_loop.domain.guard import RepeatGuard
 from tavern_loop.lease import Leases
@@ -33,8 +34,8 @@ from tavern_loop.runner import SessionRunner
 from tavern_loop.tools.base import Tool, ToolRegistry
 from tavern_loop.tools.bounds import SpillPolicy
 from tavern_loop.tools.builtin import builtin_tools
-from tavern_loop.tools.ledger_tools import ledger_tools
 from tavern_loop.tools.pipeline import ToolPipeline
+from tavern_loop.tools.policy import authorise, profile_tools
 from tavern_loop.tools.spillstore import SpillStore
 from tavern_loop.turn import LoopDeps
 from tavern_runtime.bus import NatsConnection, connect
@@ -60,8 +61,11 @@ class EngineParts:
 
 
 def default_parts(settings: TavernSettings, options: LoopOptions | None = None) -> EngineParts:
-    tools = [*builtin_tools(), *ledger_tools()]
-    return EngineParts(options or LoopOptions(), build_router(LLMConfig()), tools)
+    """The service's parts: options from `TAVERN_LOOP_*`, the LLM routes, every tool."""
+    if options is None:
+        options = loop_options(settings) if isinstance(settings, LoopSettings) else LoopOptions()
+    tools = [*builtin_tools(), *profile_tools(options.profiles)]
+    return EngineParts(options, build_router(LLMConfig()), tools)
 
 
 class LoopEngine:
@@ -159,7 +163,7 @@ class LoopEngine:
         `main` agent in one chain."""
         config = self.parts.options.guard
         guard = RepeatGuard(config) if config is not None else None
-        return ToolPipeline(self._registry, guard=guard, spill=self._spill)
+        return ToolPipeline(self._registry, guard=guard, spill=self._spill, authorise=authorise)
 
     async def _rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         assert self._conn is not None

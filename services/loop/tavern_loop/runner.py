@@ -14,7 +14,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from tavern_events import subjects
-from tavern_events.session import SessionCreated, SessionCreatedPayload
+from tavern_events.session import SessionCreated
+from tavern_loop.commands import Creation
+from tavern_loop.domain.binding import Refusal, created_binding, default_binding
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.repair import repair_events
 from tavern_loop.inputs import PendingInput, parse_input, pending_inputs
@@ -34,19 +36,21 @@ def choose_claim(
     refused: Callable[[PendingInput], bool] = lambda item: False,
 ) -> list[PendingInput]:
     """What the next turn claims: the readable inputs in order (stale cancels included, so the
-    cursor passes them), stopping after a command so it runs at a turn boundary.
+    cursor passes them).
 
-    An input the pre-step refuses is claimed alone: the inputs before it make a turn of their
+    A command is claimed alone, so it runs at an idle turn boundary in a turn of its own. An
+    input the pre-step refuses is claimed alone too: the inputs before it make a turn of their
     own, so a refused message never takes a good one down with it.
     """
     claim: list[PendingInput] = []
     for item in pending[:limit]:
         if item.command is None:
             continue  # unreadable: the dispatcher dead-letters it
-        if refused(item) and _has_work(claim):
+        alone = item.slash is not None or refused(item)
+        if alone and _has_work(claim):
             break
         claim.append(item)
-        if item.slash is not None or refused(item):
+        if alone:
             break
     return claim if _has_work(claim) else []
 
@@ -75,6 +79,10 @@ class SessionRunner:
 
     def claimed(self, stream_seq: int) -> bool:
         return self.held is not None and self.held.durable_cursor >= stream_seq
+
+    def settled(self, stream_seq: int) -> bool:
+        """The input is claimed and the turn that claimed it has ended (durably)."""
+        return self.held is not None and self.held.settled_cursor >= stream_seq
 
     async def run(self) -> None:
         self._keeper.start()
@@ -111,9 +119,9 @@ class SessionRunner:
                 if await self._idle():
                     continue
                 return
-            await self._ensure_created(self.held)
+            creation = self._ensure_created(self.held, claim)
             self.cancel = asyncio.Event()
-            await TurnRunner(self.held, self._deps, self.cancel).run(claim)
+            await TurnRunner(self.held, self._deps, self.cancel, creation).run(claim)
             self.progress.set()
 
     async def _idle(self) -> bool:
@@ -153,10 +161,19 @@ class SessionRunner:
             log.warning("turn_repaired", session_id=self.session_id, turn=events[-1].turn)
             await held.append(*events)
 
-    async def _ensure_created(self, held: HeldLog) -> None:
+    def _ensure_created(self, held: HeldLog, claim: list[PendingInput]) -> Creation | None:
+        """A session's log starts with `session/created`: the binding a first `create` command
+        asks for, else the configured defaults (a refused create gets them too, with why)."""
         if held.state.created:
-            return
-        payload = SessionCreatedPayload(
-            architecture="agent-tavern", context_mode="dsh-native", chat_id=self.session_id
-        )
-        held.stage(self._draft()(SessionCreated, payload))
+            return None
+        profiles = self._deps.options.profiles
+        create = next((p.slash for p in claim if p.slash is not None), None)
+        if create is None or create.payload.name != "create":
+            held.stage(self._draft()(SessionCreated, default_binding(self.session_id, profiles)))
+            return None
+        decided = created_binding(self.session_id, create.payload.args, profiles)
+        refusal = decided.reason if isinstance(decided, Refusal) else None
+        if isinstance(decided, Refusal):
+            decided = default_binding(self.session_id, profiles)
+        held.stage(self._draft()(SessionCreated, decided, causation_id=create.input_id))
+        return Creation(refusal)

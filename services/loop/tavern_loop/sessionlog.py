@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.step import StepStarted
-from tavern_events.turn import TurnStarted
+from tavern_events.turn import TurnEnded, TurnStarted
 from tavern_loop.domain.history import Message, Surface
 from tavern_loop.domain.state import SessionState, fold
 from tavern_runtime.errors import TransientError
@@ -46,6 +46,7 @@ class HeldLog:
             self.surface.apply(event)
         self.durable_seq = self.state.last_seq
         self.durable_cursor = self.state.input_cursor
+        self.settled_cursor = settled_cursor(events)
         self._writer = writer
         self._staged: list[SessionEvent] = []
         self._lock = asyncio.Lock()
@@ -82,12 +83,19 @@ class HeldLog:
         await self.flush()
         return numbered
 
+    async def start_other(self, event: SessionEvent) -> None:
+        """Begin another session's log with `event` (a fork's child), only while that log is
+        empty: `ConcurrencyConflict` if it is not (a retry of the same event is a no-op)."""
+        await self._writer.append(event.session_id, [event], expected_last=0)
+
     def _settled(self, batch: list[SessionEvent]) -> None:
         self.durable_seq = batch[-1].seq
         for event in batch:
             if isinstance(event, TurnStarted | StepStarted):
                 for claim in event.payload.claimed:
                     self.durable_cursor = max(self.durable_cursor, claim.stream_seq)
+            elif isinstance(event, TurnEnded):
+                self.settled_cursor = self.durable_cursor
 
     async def _append(self, events: Sequence[SessionEvent]) -> None:
         delay = 0.05
@@ -101,6 +109,17 @@ class HeldLog:
                 log.warning("append_retry", session_id=self.session_id, attempt=attempt)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+def settled_cursor(events: Sequence[SessionEvent]) -> int:
+    """The INPUTS seq up to which every claimed input's turn has a durable turn/end."""
+    cursor = settled = 0
+    for event in events:
+        if isinstance(event, TurnStarted | StepStarted):
+            cursor = max([cursor, *(c.stream_seq for c in event.payload.claimed)])
+        elif isinstance(event, TurnEnded):
+            settled = cursor
+    return settled
 
 
 def _parts(batch: list[SessionEvent]) -> list[list[SessionEvent]]:

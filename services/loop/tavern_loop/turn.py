@@ -24,7 +24,13 @@ from tavern_events.message import (
     UserMessagePayload,
 )
 from tavern_events.parts import ClaimedInput, ErrorInfo, ToolCallPart, Usage, finish_reason_of
-from tavern_events.request import AgentRequest, AgentRequestPayload
+from tavern_events.request import (
+    AgentRequest,
+    AgentRequestPayload,
+    BudgetZone,
+    RequestProjection,
+    RequestProjectionPayload,
+)
 from tavern_events.step import StepEnded, StepEndedPayload, StepStarted, StepStartedPayload
 from tavern_events.tool import SpillRef, ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
 from tavern_events.turn import (
@@ -36,11 +42,13 @@ from tavern_events.turn import (
     TurnStoppingPayload,
 )
 from tavern_loop import compaction
+from tavern_loop.commands import Creation, run_command
+from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import derive_messages
-from tavern_loop.domain.tokens import messages_tokens, system_tokens, tools_tokens
 from tavern_loop.inputs import PendingInput, pending_inputs
 from tavern_loop.options import LoopOptions
+from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
 from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.recall import RecallClient
@@ -99,12 +107,27 @@ class _Progress:
 class TurnRunner:
     """Runs one turn of `held`'s session; `cancel` is set by the input watcher."""
 
-    def __init__(self, held: HeldLog, deps: LoopDeps, cancel: asyncio.Event) -> None:
+    def __init__(
+        self,
+        held: HeldLog,
+        deps: LoopDeps,
+        cancel: asyncio.Event,
+        creation: Creation | None = None,
+    ) -> None:
         self.held, self.deps, self.cancel = held, deps, cancel
         state = held.state
         self.draft = Drafter(state.session_id, deps.clock, deps.new_id, state.binding.agent_id)
         self.progress = _Progress()
         self.budget = TurnBudget()
+        self.creation = creation
+        """Set when this turn's `create` command made the session (and how it went)."""
+        schemas = deps.pipeline.registry.schemas()
+        profiles = deps.options.profiles
+        self.profile = profile_for(
+            state.session_id, state.binding, deps.rpc, profiles, schemas, deps.clock
+        )
+        self.reply_form: str | None = None
+        """`swipe` or `regenerate` while such a reply is being generated (st)."""
 
     async def append(self, *events: SessionEvent) -> Sequence[SessionEvent]:
         """Durable now (with everything staged before): before the outside depends on it."""
@@ -137,11 +160,12 @@ class TurnRunner:
 
     async def _body(self, claimed: list[PendingInput]) -> TurnEnded:
         messages = [c for c in claimed if c.message is not None]
-        for command in (c for c in claimed if c.slash is not None):
-            await self._command(command)
+        command = next((c.slash for c in claimed if c.slash is not None), None)
+        if command is not None:  # a command is claimed alone: a turn of its own
+            return await run_command(self, command)
         if not messages:
             return await self._end("completed", reason="command")
-        rejection = self._rejection(messages)
+        rejection = self._rejection(messages) or self._binding_rejection()
         if rejection:
             return await self._end("rejected", reason=rejection)
         if cancelled_in_claim(claimed):
@@ -158,10 +182,26 @@ class TurnRunner:
                 return reason
         return None
 
-    async def _command(self, item: PendingInput) -> None:
-        command = item.slash
-        if command is not None and command.payload.name == "compact":
-            await self.compact("command", retain_tokens=0)
+    def _binding_rejection(self) -> str | None:
+        """A session left in agent-managed when the configuration no longer offers it is
+        refused, never silently served another way."""
+        binding = self.held.state.binding
+        if binding.architecture != "agent-tavern" or binding.context_mode != "agent-managed":
+            return None
+        refused = managed_refusal(self.deps.options.profiles, None)
+        if refused is None:
+            return None
+        return f"{refused.reason}; switch the session back with /mode dsh-native"
+
+    async def reply_turn(self, form: str) -> TurnEnded:
+        """A turn that only generates a reply (st swipe or regenerate): one step, no input."""
+        self.reply_form = form
+        await self._steps([])
+        return await self._end("completed", reason=form)
+
+    async def end(self, outcome: str, reason: str | None = None) -> TurnEnded:
+        """Close the turn (for command handlers)."""
+        return await self._end(outcome, reason=reason)
 
     async def _end(
         self, outcome: str, reason: str | None = None, error: ErrorInfo | None = None
@@ -274,7 +314,7 @@ class TurnRunner:
 
     async def _recall(self) -> None:
         client = self.deps.recall
-        if client is None or not self.deps.options.recall:
+        if client is None or not self.deps.options.recall or not self.profile.recall:
             return
         query = _last_human_text(self.held.events)
         if not query:
@@ -323,16 +363,20 @@ class TurnRunner:
 
     # --- the model request ------------------------------------------------------------------
 
-    def _request_parts(self) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-        system = self.deps.options.system_prompt
-        tools = self.deps.pipeline.registry.schemas()
-        return system, tools, self.held.messages()
+    async def plan(self) -> RequestPlan:
+        """What the next request carries, as the session's profile builds it."""
+        window = self.deps.router.context_window("chat")
+        try:
+            return await self.profile.plan(self.held, self.draft.turn, window, self.reply_form)
+        except ProfileUnavailable as exc:
+            raise TurnFailed("profile_unavailable", str(exc)) from exc
 
     async def _request(self) -> FinalMessage:
         try:
             return await self._attempt(1)
         except ProviderError as error:
-            if error.code != "context_overflow" or self.cancel.is_set():
+            recoverable = error.code == "context_overflow" and self.profile.compacts
+            if not recoverable or self.cancel.is_set():
                 raise TurnFailed(f"provider_{error.code}", str(error)) from error
             before = len(self.held.events)
             await self.compact("overflow", retain_tokens=0)
@@ -344,12 +388,13 @@ class TurnRunner:
                 raise TurnFailed(f"provider_{again.code}", str(again)) from again
 
     async def _attempt(self, attempt: int) -> FinalMessage:
-        system, tools, history = self._request_parts()
+        plan = await self.plan()
         router = self.deps.router
         target = router.targets("chat")[0]
         provider = router.provider(target)
-        messages = [{"role": "system", "content": system}, *history]
-        estimate = system_tokens(system) + tools_tokens(tools) + messages_tokens(history)
+        messages = plan.messages()
+        if plan.projection is not None:
+            self.stage(self.draft(RequestProjection, projection_payload(plan)))
         payload = AgentRequestPayload(
             provider=target.provider,
             model=target.model,
@@ -357,13 +402,13 @@ class TurnRunner:
             route="chat",
             attempt=attempt,
             message_count=len(messages),
-            tool_names=tuple(t["function"]["name"] for t in tools),
-            token_estimate=estimate,
+            tool_names=tuple(t["function"]["name"] for t in plan.tools),
+            token_estimate=plan.estimate(),
             context_window=router.context_window("chat"),
-            params={"system": system},
+            params=plan.params,
         )
         await self.append(self.draft(AgentRequest, payload))
-        request = ChatRequest(model=target.model, messages=messages, tools=tools, route="chat")
+        request = ChatRequest(model=target.model, messages=messages, tools=plan.tools, route="chat")
         writer = chunk_writer(
             self.append, self.stage, self.draft, attempt, self.deps.options.chunk_events
         )
@@ -398,7 +443,8 @@ class TurnRunner:
             provider=final.provider,
             model=final.model,
         )
-        self.stage(self.draft(AssistantMessage, payload, source="host"))
+        form, self.reply_form = self.reply_form, None  # only the first reply is the swipe
+        self.stage(self.draft(AssistantMessage, payload, source="host", form=form))
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -441,13 +487,14 @@ class TurnRunner:
     # --- compaction -------------------------------------------------------------------------
 
     async def _pressure(self) -> None:
+        """Compact when the next request (the effective projection in agent-managed mode, the
+        whole surface otherwise) presses against the model's window."""
         options = self.deps.options.compaction
-        if not options.enabled:
+        if not options.enabled or not self.profile.compacts:
             return
-        system, tools, messages = self._request_parts()
         window = self.deps.router.context_window("chat")
         limit = compaction.threshold_tokens(window, options)
-        if compaction.pressure(system, tools, messages) < limit:
+        if (await self.plan()).estimate() < limit:
             return
         await self.compact(
             "pressure", retain_tokens=int(window * options.retain_ratio), limit=limit
@@ -456,14 +503,12 @@ class TurnRunner:
     async def compact(self, trigger: str, retain_tokens: int, limit: int | None = None) -> bool:
         """Prune, then (if still needed) summarise; True when history changed."""
         options = self.deps.options.compaction
-        system, tools, _ = self._request_parts()
+        plan = await self.plan()
+        system, tools = plan.system, plan.tools
         changed = False
         if options.pruner is not None:
             changed = await self._prune(trigger, system, tools)
-            if (
-                limit is not None
-                and compaction.pressure(system, tools, self.held.messages()) < limit
-            ):
+            if limit is not None and (await self.plan()).estimate() < limit:
                 return changed
         return await self._summarise(trigger, system, retain_tokens) or changed
 
@@ -524,6 +569,27 @@ class TurnRunner:
             after=after,
         )
         return True
+
+
+def projection_payload(plan: RequestPlan) -> RequestProjectionPayload:
+    """The `request/projection` of an agent-managed request."""
+    projection = plan.projection
+    assert projection is not None
+    zones = tuple(
+        BudgetZone(
+            name=z.name, budget_tokens=z.budget_tokens, used_tokens=z.used_tokens, items=z.items
+        )
+        for z in projection.zones
+    )
+    return RequestProjectionPayload(
+        included_seqs=projection.included,
+        required_seqs=projection.required,
+        surface_generation=plan.surface_generation,
+        revision=projection.revision,
+        budget_tokens=projection.budget_tokens,
+        zones=zones,
+        token_estimate=projection.token_estimate,
+    )
 
 
 def input_rejection(item: PendingInput, options: LoopOptions) -> str | None:

@@ -26,12 +26,27 @@ CHECKPOINT_PREAMBLE = (
 Message = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Node:
+    """One message of the surface as a request would carry it, with where it came from.
+
+    `seq` is the log entry it comes from (a compaction checkpoint: the `context/compacted`
+    event); `turn` and `source` are that entry's envelope fields."""
+
+    seq: int
+    message: Message
+    turn: int = 0
+    source: str = "host"
+
+
 @dataclass
 class _Entry:
     seq: int
     message: Message
     call_ids: tuple[str, ...] = ()  # assistant: the calls it made
     result_of: str | None = None  # tool: the call it answers
+    turn: int = 0
+    source: str = "host"
 
 
 @dataclass
@@ -40,10 +55,14 @@ class Surface:
 
     entries: list[_Entry] = field(default_factory=list)
     summary: str | None = None
+    summary_seq: int = 0
+    generation: int = 0
+    """How many replacements (compactions) shaped this surface."""
 
     def apply(self, event: SessionEvent) -> None:
         if isinstance(event, UserMessage):
-            self.entries.append(_Entry(event.seq, {"role": "user", "content": event.payload.text}))
+            message = {"role": "user", "content": event.payload.text}
+            self.entries.append(_Entry(event.seq, message, turn=event.turn, source=event.source))
         elif isinstance(event, AssistantMessage):
             self._assistant(event)
         elif isinstance(event, ToolResult):
@@ -52,8 +71,11 @@ class Surface:
                 "tool_call_id": event.payload.call_id,
                 "content": event.payload.content,
             }
-            self.entries.append(_Entry(event.seq, message, result_of=event.payload.call_id))
+            call_id = event.payload.call_id
+            entry = _Entry(event.seq, message, (), call_id, event.turn, event.source)
+            self.entries.append(entry)
         elif isinstance(event, ContextCompacted):
+            self.generation += 1
             self._compacted(event)
 
     def _assistant(self, event: AssistantMessage) -> None:
@@ -68,14 +90,15 @@ class Surface:
         if calls:
             message["tool_calls"] = calls
         ids = tuple(c.id for c in payload.tool_calls)
-        self.entries.append(_Entry(event.seq, message, call_ids=ids))
+        entry = _Entry(event.seq, message, call_ids=ids, turn=event.turn, source=event.source)
+        self.entries.append(entry)
 
     def _compacted(self, event: ContextCompacted) -> None:
         payload = event.payload
         if payload.strategy == "summary" and payload.summary and payload.replaces_through_seq:
             cut = payload.replaces_through_seq
             self.entries = [e for e in self.entries if e.seq > cut]
-            self.summary = payload.summary
+            self.summary, self.summary_seq = payload.summary, event.seq
         elif payload.strategy == "prune" and payload.pruning is not None:
             rule = payload.pruning
             config = PrunerConfig(rule.threshold_chars, rule.head_chars, rule.tail_chars)
@@ -87,15 +110,20 @@ class Surface:
                         entry.message = {**entry.message, "content": text}
 
     def messages(self) -> list[Message]:
+        return [node.message for node in self.nodes()]
+
+    def nodes(self) -> list[Node]:
+        """The surface in order: what `messages()` holds, each with its log seq."""
         answered = {e.result_of for e in self.entries if e.result_of}
         asked = {cid for e in self.entries for cid in e.call_ids}
-        out: list[Message] = []
+        out: list[Node] = []
         if self.summary:
-            out.append({"role": "user", "content": checkpoint_text(self.summary)})
+            checkpoint = {"role": "user", "content": checkpoint_text(self.summary)}
+            out.append(Node(self.summary_seq, checkpoint, source="host"))
         for entry in self.entries:
             message = _paired(entry, asked, answered)
             if message is not None:
-                out.append(message)
+                out.append(Node(entry.seq, message, entry.turn, entry.source))
         return out
 
 
@@ -121,10 +149,15 @@ def checkpoint_text(summary: str) -> str:
 
 def derive_messages(log: Iterable[SessionEvent]) -> list[Message]:
     """The model history of a session log (system prompt and tool schemas are not included)."""
+    return surface_of(log).messages()
+
+
+def surface_of(log: Iterable[SessionEvent]) -> Surface:
+    """The surface folded from a session log."""
     surface = Surface()
     for event in log:
         surface.apply(event)
-    return surface.messages()
+    return surface
 
 
 def history_cut_points(log: Iterable[SessionEvent]) -> list[int]:

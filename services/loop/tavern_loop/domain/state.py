@@ -31,6 +31,7 @@ class OpenTurn:
     turn: int
     step: int = 0
     step_open: bool = False
+    start_seq: int = 0
     asked: dict[str, str] = field(default_factory=dict)  # call id -> tool name, from the model
     started: set[str] = field(default_factory=set)  # call ids with a tool/call event
     answered: set[str] = field(default_factory=set)  # call ids with a tool/result event
@@ -64,7 +65,7 @@ class SessionState:
             self.binding = _replace(self.binding, p.to_architecture, p.to_context_mode)
         elif isinstance(event, TurnStarted):
             self.last_turn = event.turn
-            self.open_turn = OpenTurn(event.turn)
+            self.open_turn = OpenTurn(event.turn, start_seq=event.seq)
             self._claim(event.payload.claimed)
         elif isinstance(event, TurnEnded):
             self.open_turn = None

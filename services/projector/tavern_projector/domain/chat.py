@@ -131,7 +131,10 @@ def apply(state: ChatState, event: SessionEvent, tz: tzinfo) -> ChatState:
     elif isinstance(event, UserMessage):
         _append(state, event, user_line(state, event, tz))
     elif isinstance(event, AssistantMessage):
-        _append(state, event, assistant_line(state, event, tz))
+        from tavern_projector.domain.swipes import apply_reply  # swipes build on this module
+
+        if not apply_reply(state, event, tz):
+            _append(state, event, assistant_line(state, event, tz))
         state.gen_started = None
     return state
 
@@ -242,7 +245,7 @@ def redact(state: ChatState, seq: int) -> bool:
     """Blank the line projected from this session's log seq; False if there is none."""
     state.redacted.add(seq)
     for index, message in enumerate(state.messages):
-        if _own_seq(message, state.binding.session_id) == seq:
+        if seq in line_seqs(message, state.binding.session_id):
             _blank(message)
             state.encoded[index] = stformat.dumps(message)
             return True
@@ -266,8 +269,18 @@ def _extras(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [extra for extra in found if isinstance(extra, dict)]
 
 
+def line_seqs(message: dict[str, Any], session_id: str) -> set[int]:
+    """Every log seq of this session a line holds text from (each swipe's too)."""
+    found = {_mark_seq(extra, session_id) for extra in _extras(message)}
+    return {seq for seq in found if seq is not None}
+
+
 def _own_seq(message: dict[str, Any], session_id: str) -> int | None:
-    mark = (message.get("extra") or {}).get(PROVENANCE)
+    return _mark_seq(message.get("extra") or {}, session_id)
+
+
+def _mark_seq(extra: dict[str, Any], session_id: str) -> int | None:
+    mark = extra.get(PROVENANCE)
     if not isinstance(mark, dict) or mark.get("sessionId") != session_id:
         return None
     seq = mark.get("eventSeq")

@@ -1,0 +1,148 @@
+"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`, `/regenerate`.
+
+A command is claimed alone, so it always runs at an idle turn boundary. A refused command ends
+its turn `rejected` with the reason (nothing else changes); an accepted one records what it did
+(`session/binding-changed`, `session/forked`, a reply with form `swipe`/`regenerate`) and ends
+`completed`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tavern_events.input import CommandInput
+from tavern_events.session import (
+    SessionBindingChanged,
+    SessionCreated,
+    SessionForked,
+    SessionForkedPayload,
+)
+from tavern_events.turn import TurnEnded
+from tavern_loop.domain.binding import Fork, Refusal, fork_binding, mode_change
+from tavern_loop.domain.stchat import REGENERATE, SWIPE, reply_target, st_chat
+from tavern_runtime.errors import ConcurrencyConflict
+from tavern_runtime.logs import get_logger
+
+if TYPE_CHECKING:
+    from tavern_loop.turn import TurnRunner
+
+log = get_logger(__name__)
+
+Handler = Callable[["TurnRunner", CommandInput], Awaitable[TurnEnded]]
+
+
+@dataclass(frozen=True)
+class Creation:
+    """The session was created by this turn's `create` command; `refusal` says why the
+    requested binding was not used (the configured defaults were)."""
+
+    refusal: str | None = None
+
+
+async def run_command(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    handler = HANDLERS.get(command.payload.name)
+    if handler is None:
+        known = ", ".join(f"/{name}" for name in HANDLERS)
+        return await turn.end(
+            "rejected", f"unknown command /{command.payload.name}; known: {known}"
+        )
+    return await handler(turn, command)
+
+
+async def _compact(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    if not turn.profile.compacts:
+        return await turn.end(
+            "rejected", "st sessions are not compacted: their history is fitted to the window"
+        )
+    await turn.compact("command", retain_tokens=0)
+    return await turn.end("completed", "command")
+
+
+async def _create(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    creation = turn.creation
+    if creation is None:
+        binding = turn.held.state.binding
+        mode = f"/{binding.context_mode}" if binding.context_mode else ""
+        return await turn.end(
+            "rejected",
+            f"the session already exists ({binding.architecture}{mode}); fork it to change "
+            "its architecture, or use /mode to change its context mode",
+        )
+    if creation.refusal is not None:
+        return await turn.end("rejected", f"{creation.refusal}; created with the defaults")
+    return await turn.end("completed", "created")
+
+
+async def _mode(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    state = turn.held.state
+    decided = mode_change(state, command.payload.args, turn.deps.options.profiles)
+    if isinstance(decided, Refusal):
+        return await turn.end("rejected", decided.reason)
+    turn.stage(turn.draft(SessionBindingChanged, decided))
+    log.info("context_mode_changed", session_id=state.session_id, mode=decided.to_context_mode)
+    return await turn.end("completed", f"mode {decided.to_context_mode}")
+
+
+async def _fork(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    state = turn.held.state
+    child_id = turn.deps.new_id()
+    decided = fork_binding(state, command.payload.args, turn.deps.options.profiles, child_id)
+    if isinstance(decided, Refusal):
+        return await turn.end("rejected", decided.reason)
+    await turn.held.flush()  # the claim is durable before another log depends on it
+    if not await _start_child(turn, decided, command.input_id):
+        return await turn.end("rejected", f"session {decided.child_session_id} already exists")
+    at = decided.created.forked_at_seq or 1
+    forked = SessionForkedPayload(child_session_id=decided.child_session_id, at_seq=at)
+    turn.stage(turn.draft(SessionForked, forked))
+    log.info("session_forked", session_id=state.session_id, child=decided.child_session_id)
+    return await turn.end("completed", f"forked {decided.child_session_id}")
+
+
+async def _start_child(turn: TurnRunner, fork: Fork, input_id: str) -> bool:
+    """The child's log starts with its `session/created` (an id derived from the command, so a
+    retried fork recognises its own event); False if the child already exists."""
+    draft = turn.draft
+    event = SessionCreated.model_validate(
+        {
+            "id": "fk" + hashlib.sha256(input_id.encode()).hexdigest()[:30],
+            "session_id": fork.child_session_id,
+            "ts": draft.clock(),
+            "agent_id": fork.created.agent_id,
+            "causation_id": input_id,
+            "payload": fork.created,
+        }
+    )
+    try:
+        await turn.held.start_other(event)
+    except ConcurrencyConflict:
+        return False
+    return True
+
+
+async def _reply(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    """Another reply to the last user message: kept as a swipe, or replacing the reply."""
+    name = command.payload.name
+    if turn.held.state.binding.architecture != "st":
+        return await turn.end(
+            "rejected",
+            f"/{name} is an st command; agent-tavern replies are not swiped (fork the session "
+            "to st for SillyTavern semantics)",
+        )
+    problem = reply_target(st_chat(turn.held.events), name)
+    if problem is not None:
+        return await turn.end("rejected", problem)
+    return await turn.reply_turn(SWIPE if name == SWIPE else REGENERATE)
+
+
+HANDLERS: dict[str, Handler] = {
+    "compact": _compact,
+    "create": _create,
+    "mode": _mode,
+    "fork": _fork,
+    SWIPE: _reply,
+    REGENERATE: _reply,
+}
