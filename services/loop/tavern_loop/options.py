@@ -109,6 +109,8 @@ class LoopOptions:
     max_claims_per_turn: int = 32
     recall: bool = True
     recall_timeout_s: float = 3.0
+    approvals: bool = True
+    """Ask the consolidator for style promotions awaiting a decision at each turn's first step."""
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
     guard: GuardConfig | None = field(default_factory=GuardConfig)
     spill_max_inline_bytes: int | None = 50_000
