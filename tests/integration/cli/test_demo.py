@@ -5,7 +5,7 @@ import io
 import pytest
 
 from tavern_cli.demo import SCRIPT, play
-from tests.integration.loop.conftest import LoopBus, bus  # noqa: F401 (fixture)
+from tests.integration.loop.conftest import LoopBus
 
 pytestmark = pytest.mark.integration
 
