@@ -1,24 +1,33 @@
 """Ingestion of session events: one transaction per ordered batch writes the evidence rows, their
-postings, the audit entries, the LEDGER facts (outbox) and the checkpoint together.
+postings, the audit entries, the LEDGER facts (outbox) and the checkpoint together. The batch is
+planned and written in parts, a statement each, so Postgres writes one while the next is planned.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from tavern_ledger import store
-from tavern_ledger.domain.extract import ExtractConfig
+from tavern_ledger.domain.admission import Admitted
+from tavern_ledger.domain.extract import ExtractConfig, SessionFacts
 from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig
-from tavern_ledger.domain.ingestion import BatchPlan, Incoming, plan_batch
+from tavern_ledger.domain.ingestion import BatchPlan, BatchPlanner, Incoming
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import translated
-from tavern_ledger.store import audit, evidence, ingest, outbox
+from tavern_ledger.store import ingest
 from tavern_runtime.pg import Pool
 
 Clock = Callable[[], datetime]
+T = TypeVar("T")
+PART = 128
+"""Most events per statement: Postgres writes one part of a batch while the next is planned."""
 
 
 def utc_now() -> datetime:
@@ -42,6 +51,34 @@ class IngestOutcome:
             "skipped": self.skipped,
             "already": self.already,
         }
+
+
+@dataclass
+class _Tally:
+    """What the parts of one batch planned and wrote."""
+
+    admitted: int = 0
+    refused: int = 0
+    skipped: int = 0
+    last_stream_seq: int = 0
+    sessions: dict[str, SessionFacts] = field(default_factory=dict)
+    inserted: list[EvidenceRow] = field(default_factory=list)
+
+    def add(self, plan: BatchPlan) -> None:
+        self.admitted += len(plan.admitted)
+        self.refused += len(plan.refused)
+        self.skipped += sum(plan.skipped.values())
+        self.last_stream_seq = max(self.last_stream_seq, plan.last_stream_seq)
+        self.sessions.update(plan.sessions)
+
+    def outcome(self) -> IngestOutcome:
+        return IngestOutcome(
+            inserted=len(self.inserted),
+            refused=self.refused,
+            skipped=self.skipped,
+            already=self.admitted - len(self.inserted),
+            rows=tuple(self.inserted),
+        )
 
 
 class Ingestor:
@@ -69,28 +106,56 @@ class Ingestor:
         self, conn: store.Conn, incoming: Sequence[Incoming], through: int
     ) -> IngestOutcome:
         known = await ingest.sessions(conn, {i.event.session_id for i in incoming})
-        plan = plan_batch(incoming, known, self._gate, self._extract)
-        await ingest.save_sessions(conn, list(plan.sessions.values()))
-        inserted = await evidence.insert(conn, [a.row for a in plan.admitted])
-        await audit.append(conn, _audits(plan, inserted))
-        now = self._clock()
-        await outbox.enqueue(conn, [outbox_record(evidence_appended(r, now)) for r in inserted])
-        checkpoint = max(plan.last_stream_seq, through)
+        planner = BatchPlanner(known, self._gate, self._extract)
+        tally = await self._write_parts(conn, planner, incoming)
+        await ingest.save_sessions(conn, list(tally.sessions.values()))
+        checkpoint = max(tally.last_stream_seq, through)
         if checkpoint:
             await ingest.advance_checkpoint(conn, self._consumer, checkpoint)
-        return IngestOutcome(
-            inserted=len(inserted),
-            refused=len(plan.refused),
-            skipped=sum(plan.skipped.values()),
-            already=len(plan.admitted) - len(inserted),
-            rows=tuple(inserted),
-        )
+        return tally.outcome()
+
+    async def _write_parts(
+        self, conn: store.Conn, planner: BatchPlanner, incoming: Sequence[Incoming]
+    ) -> _Tally:
+        """Plan and write the batch part by part: Postgres writes one part while the next one
+        is planned (the connection runs one statement at a time, each awaited in turn)."""
+        tally, now = _Tally(), self._clock()
+        writing: asyncio.Future[list[EvidenceRow]] | None = None
+        try:
+            for part in parts(incoming, PART):
+                plan = planner.plan(part)
+                tally.add(plan)
+                prepared = _prepare(plan, now)
+                if writing is not None:
+                    tally.inserted += await writing
+                writing = asyncio.ensure_future(ingest.write_part(conn, prepared))
+                await asyncio.sleep(0)  # the statement goes out before the next part is planned
+            if writing is not None:
+                tally.inserted += await writing
+        finally:
+            if writing is not None and not writing.done():  # the rollback needs the connection
+                with contextlib.suppress(BaseException):
+                    await writing
+        return tally
 
 
-def _audits(plan: BatchPlan, inserted: list[EvidenceRow]) -> list[AuditEntry]:
-    reasons = {a.row.id: a.reasons for a in plan.admitted}
-    entries = [_append_audit(row, reasons[row.id]) for row in inserted]
-    return entries + [r.audit for r in plan.refused]
+def parts(items: Sequence[T], most: int) -> list[Sequence[T]]:
+    """`items` cut in order into as few parts of at most `most` as can be, evenly."""
+    count = -(-len(items) // most)
+    size, longer = divmod(len(items), count) if count else (0, 0)
+    bounds = [index * size + min(index, longer) for index in range(count + 1)]
+    return [items[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+def _prepare(plan: BatchPlan, now: datetime) -> ingest.PreparedPart:
+    admitted = [_admission(a, now) for a in plan.admitted]
+    return ingest.prepare_part(admitted, [r.audit for r in plan.refused])
+
+
+def _admission(admitted: Admitted, now: datetime) -> ingest.Admission:
+    row = admitted.row
+    fact = outbox_record(evidence_appended(row, now))
+    return ingest.Admission(row, _append_audit(row, admitted.reasons), fact)
 
 
 def _append_audit(row: EvidenceRow, reasons: tuple[str, ...]) -> AuditEntry:

@@ -34,6 +34,7 @@ from tavern_ledger.recall import Recaller, RecallSettings
 from tavern_ledger.relay import Relay
 from tavern_ledger.rights import Rights
 from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
+from tavern_ledger.store import lexicon
 from tavern_ledger.transfer import Transfer
 from tavern_runtime import dlq
 from tavern_runtime.errors import ConcurrencyConflict, TransientError
@@ -114,7 +115,7 @@ class Ledger:
         self.rights = Rights(self.pool, gate)
         self.transfer = Transfer(self.pool, gate)
         self.observations = Observations(self.pool, gate)
-        self.relay = Relay(self.pool, self.js)
+        self.relay = Relay(self.pool, lambda: self._broker.connection)
         self.limiter = RateLimiter(settings.ledger_rpc_rate_per_s, settings.ledger_rpc_burst)
         self.caps = Caps(
             max_request_bytes=settings.ledger_rpc_max_request_bytes,
@@ -133,7 +134,8 @@ class Ledger:
         """After the broker connected: publish leftover facts, start ingesting, and turn
         messages that exhausted their deliveries into dead letters."""
         await self.relay.flush()
-        self.consumer.start(self.js())
+        await self._rebuild_postings()
+        self.consumer.start(self._broker.connection, self.js())
         self._watcher = await dlq.watch_max_deliveries(
             self._broker.connection,
             self.js(),
@@ -142,9 +144,17 @@ class Ledger:
             consumer=INGEST_DURABLE,
         )
 
+    async def _rebuild_postings(self) -> None:
+        """Postings made by an older tokeniser are rebuilt before ingestion adds new ones."""
+        async with self.pool().acquire() as conn:
+            indexed = await lexicon.rebuild_postings(conn)
+        if indexed is not None:
+            log.info("postings_rebuilt", rows=indexed)
+
     async def stop(self) -> None:
-        """Before the broker closes: finish the batch in hand."""
+        """Before the broker closes: finish the batch in hand and publish its facts."""
         await self.consumer.stop()
+        await self.relay.idle()
         if self._watcher is not None:
             with contextlib.suppress(Exception):
                 await self._watcher.unsubscribe()
@@ -180,7 +190,7 @@ class Ledger:
         except Exception as exc:  # refused data or a bug: find the message that causes it
             log.warning("ingest_batch_rejected", error=repr(exc), messages=len(incoming))
             await self._ingest_one_by_one(incoming, through)
-        await self.relay.flush()
+        self.relay.kick()  # the facts go out while the next batch is read and planned
 
     async def _ingest_one_by_one(self, incoming: list[tuple[Msg, Incoming]], through: int) -> None:
         for msg, item in incoming:

@@ -20,9 +20,11 @@ from tavern_ledger.domain.composer import (
     ComposerConfig,
     Composition,
     Query,
+    Scored,
     compose,
     render,
 )
+from tavern_ledger.domain.ranking import CorpusStats
 from tavern_ledger.domain.text import query_terms
 from tavern_ledger.ingest import Clock, utc_now
 from tavern_ledger.semantic import NoSemanticIndex, SemanticHit, SemanticIndex
@@ -37,6 +39,13 @@ log = get_logger(__name__)
 SEMANTIC_TIMEOUT_S = 1.0
 REMEMBERED_SESSIONS = 4096
 SCOPE_TTL_S = 60.0
+STATS_TTL_S = 60.0
+SIZE_TTL_S = 600.0
+"""A scope's row count is kept longer: counting a big scope takes milliseconds, and BM25's
+weights hardly move while it grows by a few percent."""
+REMEMBERED_TERMS = 100_000
+EXPLAINED_RANKS = 20
+"""How many ranked candidates an explained recall lists (injected or not)."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,16 @@ class RecallSettings:
     composer: ComposerConfig = field(default_factory=ComposerConfig)
     recent: int = 20
     per_term: int = 16
+    lexical: int = 48
+    """Lexical hits read per recall (the best by the weight of the query terms they hold)."""
+    around: int = 10
+    """Lexical hits whose neighbours in their session are read too."""
     observations: bool = False
     observation_authorities: tuple[str, ...] = ("user_explicit", "user_correction")
+
+    @property
+    def shape(self) -> recall_store.Shape:
+        return recall_store.Shape(self.per_term, self.lexical, self.around, self.recent)
 
 
 class Recaller:
@@ -71,14 +88,16 @@ class Recaller:
         self._previous: OrderedDict[str, tuple[tuple[int, int], frozenset[str], frozenset[str]]]
         self._previous = OrderedDict()
         self._scopes: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._stats = StatsCache()
 
     async def recall(self, req: RecallRequest) -> dict[str, Any]:
-        """`{text, count}` (+ `items` when explained); empty on any ledger failure."""
+        """`{text, count}`, explained: + `items` (what was injected) and `ranked` (the best
+        candidates, injected or not); empty on any ledger failure."""
         try:
             composition = await self._compose(req)
         except TavernError as exc:
             log.warning("recall_degraded", session_id=req.session_id, error=exc.message)
-            return {"text": "", "count": 0, **({"items": []} if req.explain else {})}
+            return {"text": "", "count": 0, **({"items": [], "ranked": []} if req.explain else {})}
         if req.as_of is None:
             self._remember(req, composition.admitted_ids)
         return _reply(composition, req.explain)
@@ -88,7 +107,7 @@ class Recaller:
         async with connection(self._pool) as conn:
             scope = await self._scope(conn, req.session_id)
             hits = await self._semantic_hits(scope, req.query)
-            candidates = await self._candidates(conn, scope, req, hits)
+            candidates, stats = await self._candidates(conn, scope, req, hits)
         query = Query(
             text=req.query,
             session_id=req.session_id,
@@ -97,6 +116,7 @@ class Recaller:
             valid_at=req.as_of,
             previous_ids=self._previous_ids(req),
             has_semantic=bool(hits),
+            stats=stats,
         )
         return compose(candidates, query, self._settings.composer)
 
@@ -115,25 +135,30 @@ class Recaller:
 
     async def _candidates(
         self, conn: Conn, scope: str, req: RecallRequest, hits: Sequence[SemanticHit]
-    ) -> list[Candidate]:
+    ) -> tuple[list[Candidate], CorpusStats]:
         s = self._settings
+        terms = query_terms(req.query)
+        frequencies, documents = self._stats.known(scope, terms)
         q = recall_store.CandidateQuery(
             scope_id=scope,
             session_id=req.session_id,
-            terms=query_terms(req.query),
-            per_term=s.per_term,
-            recent=s.recent,
+            terms=terms,
+            shape=s.shape,
             as_of=req.as_of,
             extra_ids=[h.evidence_id for h in hits],
             content_chars=content_chars(s.composer),
+            known_frequencies=frequencies,
+            known_documents=documents,
         )
-        found = await recall_store.candidates(conn, q)
+        read = await recall_store.candidates(conn, q)
+        self._stats.learn(scope, read.stats, fresh_documents=documents is None)
+        found = read.found
         if hits:
             scores = {h.evidence_id: h.score for h in hits}
             found = [replace(c, semantic=scores.get(c.id, 0.0)) for c in found]
         if s.observations and req.as_of is None:
             found += await recall_store.observations(conn, scope, s.observation_authorities)
-        return found
+        return found, read.stats
 
     async def _semantic_hits(self, scope: str, query: str) -> Sequence[SemanticHit]:
         """The semantic channel fails open: slow or broken means no semantic scores."""
@@ -162,6 +187,47 @@ class Recaller:
             self._previous.popitem(last=False)
 
 
+class StatsCache:
+    """Term statistics of recent recalls per scope, kept a while: counting a common term's
+    postings or a big scope's rows on every recall would cost more than the rest of it, and
+    BM25 barely moves when a count is a minute old."""
+
+    def __init__(self, ttl_s: float = STATS_TTL_S, size: int = REMEMBERED_TERMS) -> None:
+        self._ttl, self._size = ttl_s, size
+        self._terms: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
+        self._documents: OrderedDict[str, tuple[float, int]] = OrderedDict()
+
+    def known(self, scope: str, terms: Sequence[str]) -> tuple[dict[str, int], int | None]:
+        now = time.monotonic()
+        frequencies = {}
+        for term in terms:
+            found = self._terms.get((scope, term))
+            if found is not None and now - found[0] < self._ttl:
+                frequencies[term] = found[1]
+        documents = self._documents.get(scope)
+        fresh = documents is not None and now - documents[0] < SIZE_TTL_S
+        return frequencies, documents[1] if fresh and documents is not None else None
+
+    def learn(self, scope: str, stats: CorpusStats, *, fresh_documents: bool) -> None:
+        """Keep what a read counted (known values come back unchanged and keep their age)."""
+        now = time.monotonic()
+        for term, frequency in stats.frequencies.items():
+            known = self._terms.get((scope, term))
+            if known is None or now - known[0] >= self._ttl:
+                self._terms[(scope, term)] = (now, frequency)
+                self._terms.move_to_end((scope, term))
+        if fresh_documents:
+            self._documents[scope] = (now, stats.documents)
+            self._documents.move_to_end(scope)
+        _trim(self._terms, self._size)
+        _trim(self._documents, REMEMBERED_SESSIONS)
+
+
+def _trim(cache: OrderedDict[Any, Any], size: int) -> None:
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
 def content_chars(config: ComposerConfig) -> int:
     """Enough characters for the largest section to render any one item (0.3 token a char)."""
     largest = max(config.quota.values(), default=DEFAULT_SECTION_CAP)
@@ -171,13 +237,19 @@ def content_chars(config: ComposerConfig) -> int:
 def _reply(composition: Composition, explain: bool) -> dict[str, Any]:
     reply: dict[str, Any] = {"text": render(composition.items), "count": len(composition.items)}
     if explain:
-        reply["items"] = [
-            {
-                "evidence_id": s.candidate.id,
-                "source_event_id": s.candidate.source_event_id,
-                "score": round(s.utility, 4),
-                "section": s.section,
-            }
-            for s in composition.items
+        admitted = composition.admitted_ids
+        reply["items"] = [_explained(s) for s in composition.items]
+        reply["ranked"] = [
+            {**_explained(s), "injected": s.candidate.id in admitted}
+            for s in composition.ranked[:EXPLAINED_RANKS]
         ]
     return reply
+
+
+def _explained(s: Scored) -> dict[str, Any]:
+    return {
+        "evidence_id": s.candidate.id,
+        "source_event_id": s.candidate.source_event_id,
+        "score": round(s.utility, 4),
+        "section": s.section,
+    }

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tavern_ledger.store import lexicon
 from tests.integration.ledger.conftest import LedgerBus
 from tests.unit.ledger.builders import session_created, tool_result, user_message
 
@@ -158,3 +159,39 @@ async def test_cross_session_instructions_stay_in_their_session(ledger: LedgerBu
     assert "Always answer in French" not in other["text"]
     same = await ledger.rpc("recall", session_id="s1", query="french")
     assert "Always answer in French" in same["text"]
+
+
+async def test_recall_ranks_the_answer_next_to_the_question_and_by_the_named_speaker(
+    ledger: LedgerBus,
+) -> None:
+    said = [
+        ("Mel", "Hey Caroline, what are you researching these days?"),
+        ("Caroline", "Adoption agencies! It has been a dream of mine."),
+        ("Mel", "I researched pottery studios for my kids last year."),
+        ("Caroline", "The weather is lovely today."),
+    ]
+    messages = [
+        user_message("s1", seq, text).model_copy(update={"actor_id": who})
+        for seq, (who, text) in enumerate(said, start=2)
+    ]
+    await _ingest(ledger, session_created("s1"), *messages)
+    reply = await ledger.rpc(
+        "recall", session_id="s1", query="What did Caroline research?", explain=True
+    )
+    ranked = [item["source_event_id"] for item in reply["ranked"]]
+    assert ranked.index(messages[1].id) < ranked.index(messages[2].id)
+    assert "- [user:Caroline] Adoption agencies!" in reply["text"]
+    injected = {item["evidence_id"] for item in reply["items"]}
+    assert all(item["injected"] == (item["evidence_id"] in injected) for item in reply["ranked"])
+
+
+async def test_postings_of_an_older_tokeniser_are_rebuilt(ledger: LedgerBus) -> None:
+    await _ingest(
+        ledger, session_created("s1"), user_message("s1", 2, "Researching adoption agencies")
+    )
+    await ledger.db.execute("UPDATE ledger.evidence_term SET term = upper(term)")
+    await ledger.db.execute("UPDATE ledger.lexicon SET terms_version = 1")
+    assert await lexicon.rebuild_postings(ledger.db) == 1
+    assert await lexicon.rebuild_postings(ledger.db) is None
+    terms = await ledger.db.fetch("SELECT term FROM ledger.evidence_term ORDER BY term")
+    assert [r["term"] for r in terms] == ["adopt", "agenc", "research"]

@@ -17,6 +17,7 @@ from tavern_ledger.domain.composer import (
     rrf_scores,
     utility,
 )
+from tavern_ledger.domain.ranking import CorpusStats
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
@@ -240,7 +241,7 @@ def test_as_of_reads_superseded_rows_inside_their_window() -> None:
 
 def test_rrf_normalises_best_to_one() -> None:
     rows = [(cand("a", "tea tea"), False), (cand("b", "coffee", semantic=0.9), False)]
-    scores = rrf_scores(rows, "tea")
+    scores = rrf_scores(rows, {"a": 1.0, "b": 0.0})
     assert max(scores.values()) == 1.0
     assert set(scores) == {"a", "b"}
     fused = compose(
@@ -265,3 +266,30 @@ def test_rules_are_short_labelled_and_pinned_rules_boosted() -> None:
     result = compose([rule], query("anything"))
     assert render(result.items) == "- [rule] Answer briefly"
     assert result.items[0].tokens == 4 + 5
+
+
+def test_packing_takes_the_most_useful_items_first_not_the_shortest() -> None:
+    relevant = cand("r", "my sister's pottery class is on Sunday " + "and it is lovely " * 8)
+    filler = [cand(f"f{i}", f"ok {i}", content_hash=f"f{i}") for i in range(6)]
+    result = compose([relevant, *filler], query("when is the pottery class"))
+    assert ids(result)[0] == "r"
+    assert result.ranked[0].candidate.id == "r"
+    assert len(result.ranked) == 7  # every readable candidate, injected or not
+
+
+def test_the_speaker_comes_from_a_user_label() -> None:
+    assert cand("a", "x", label="user:Caroline").speaker == "Caroline"
+    assert cand("b", "x", label="user").speaker is None
+    assert cand("c", "x", label="tool:web").speaker is None
+
+
+def test_the_scope_statistics_and_neighbours_shape_the_ranking() -> None:
+    asked = cand("q", "What are you researching?", label="user:Mel", content_hash="q")
+    answer = cand(
+        "a", "Adoption agencies!", label="user:Caroline", content_hash="a", neighbours=("q",)
+    )
+    other = cand("o", "I like research papers about bees", content_hash="o")
+    stats = CorpusStats(500, {"research": 40, "carolin": 0})
+    result = compose([other, asked, answer], query("What did Caroline research?", stats=stats))
+    order = [s.candidate.id for s in result.ranked]
+    assert order.index("a") < order.index("o")

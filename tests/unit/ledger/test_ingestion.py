@@ -14,6 +14,7 @@ from tavern_ledger.domain.extract import (
     extract,
     is_correction,
     session_facts_of,
+    user_label,
 )
 from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.ids import content_hash, evidence_id
@@ -201,3 +202,11 @@ def test_text_that_utf8_cannot_carry_is_made_storable() -> None:
     outcome = admit_draft(draft, "chat1", GateConfig())
     assert isinstance(outcome, Admitted)
     assert outcome.row.content.encode("utf-8") == "bad \ufffd half".encode()
+
+
+def test_a_named_speaker_is_kept_in_the_label() -> None:
+    message = user_message("s1", 2, "I went hiking").model_copy(update={"actor_id": "Caroline"})
+    draft = extract(message, ROOT)
+    assert not isinstance(draft, Skip)
+    assert draft.label == "user:Caroline"
+    assert user_label(None) == "user"

@@ -19,8 +19,11 @@ from tavern_ledger.domain.text import (
     estimate_tokens,
     lexical_score,
     query_terms,
+    stem,
+    term_counts,
     terms,
     truncate_to_tokens,
+    words,
 )
 
 
@@ -28,11 +31,30 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_terms_are_latin_words_and_cjk_bigrams() -> None:
-    assert terms("I prefer TEA, not coffee!") == ["prefer", "tea", "coffee"]
+def test_terms_are_english_stems_and_cjk_bigrams() -> None:
+    assert terms("I prefer TEA, not coffee!") == ["prefer", "tea", "coffe"]
+    assert terms("Researching, researched; she researches") == ["research"]
     assert terms("我喜欢茶") == ["我喜", "喜欢", "欢茶"]
     assert terms("用 Python 写") == ["用", "python", "写"]
     assert terms("ＦＵＬＬ width") == ["full", "width"]
+
+
+def test_english_stopwords_and_question_words_are_no_terms() -> None:
+    assert terms("When did she go to the park with them?") == ["go", "park"]
+    assert query_terms("What did Caroline research?") == ["carolin", "research"]
+
+
+def test_stems_keep_short_and_foreign_words() -> None:
+    assert stem("paintings") == "paint"
+    assert stem("is") == "is"  # a stem under two letters is not a term
+    assert terms("Ünïcode café naïve") == ["ünïcode", "café", "naïv"]
+
+
+def test_term_counts_match_terms_with_repeats() -> None:
+    text = "Painting, painted, paints; 我喜欢喜欢 the end"
+    assert dict(term_counts(text)) == {"paint": 3, "我喜": 1, "喜欢": 2, "欢喜": 1, "end": 1}
+    assert set(term_counts(text)) == set(terms(text))
+    assert words("Hello, 世界!") == ["hello", "世界"]
 
 
 def test_terms_are_distinct_and_bounded() -> None:

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 
 from tavern_ledger.domain.extract import Draft
 from tavern_ledger.domain.gates import GateConfig, GateVerdict, write_gate
-from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session_source_ref
+from tavern_ledger.domain.ids import (
+    content_hash,
+    evidence_id_of_json,
+    js_json,
+    session_source_ref,
+)
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.domain.text import estimate_tokens
 from tavern_ledger.domain.vocabulary import TRUSTED_INGESTS, consistency_error
@@ -52,9 +57,9 @@ def admit_draft(draft: Draft, scope_id: str, config: GateConfig) -> Admitted | R
 
 def _row(draft: Draft, scope_id: str, verdict: GateVerdict, state: str) -> EvidenceRow:
     digest = content_hash(verdict.text)
-    ref = session_source_ref(draft.session_id, draft.seq)
+    ref = js_json(session_source_ref(draft.session_id, draft.seq))
     return EvidenceRow(
-        id=evidence_id(ref, digest),
+        id=evidence_id_of_json(ref, digest),
         scope_id=scope_id,
         session_id=draft.session_id,
         source_class=draft.source_class,
@@ -68,7 +73,7 @@ def _row(draft: Draft, scope_id: str, verdict: GateVerdict, state: str) -> Evide
         sensitivity=draft.sensitivity,
         session_type=draft.session_type,
         agent_key=draft.agent_key,
-        source_ref=js_json(ref),
+        source_ref=ref,
         source_event_id=draft.event_id,
         source_label=draft.label,
         ingest=draft.ingest,

@@ -1,6 +1,7 @@
 """The context composer (acp.md §9): candidates -> read gate -> session isolation -> utility ->
 self-echo, noise and dedupe -> section quotas under the budget -> source-labelled lines.
-Pure: the caller passes the clock, the previous step's admitted ids and the semantic scores.
+Pure: the caller passes the clock, the previous step's admitted ids, the semantic scores and the
+scope's term statistics (lexical relevance is BM25 with neighbours and speakers: ranking.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Literal
 
 from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
 from tavern_ledger.domain.noise import machine_template
+from tavern_ledger.domain.ranking import CorpusStats, Document, relevance
 from tavern_ledger.domain.text import estimate_tokens, lexical_score, one_line, truncate_to_tokens
 from tavern_ledger.domain.vocabulary import INSTRUCTIONAL
 
@@ -72,10 +74,21 @@ class Candidate:
     short_label: bool = False
     explicit_ref: bool = False
     pin_boost: float = 0.0
+    neighbours: tuple[str, ...] = ()
+    """Evidence right before and after this one in its session (ids), where the read found it."""
 
     @property
     def is_observation(self) -> bool:
         return self.source_class == "observation"
+
+    @property
+    def speaker(self) -> str | None:
+        """Who said it: the actor of a human message (`user:<actor>` labels)."""
+        head, sep, actor = self.label.partition(":")
+        return actor if sep and head == "user" and actor else None
+
+    def document(self) -> Document:
+        return Document(self.id, self.content, self.speaker, self.neighbours)
 
     def readable(self) -> Readable:
         return Readable(
@@ -110,6 +123,8 @@ class Query:
     valid_at: datetime | None = None
     previous_ids: frozenset[str] = frozenset()
     has_semantic: bool = False
+    stats: CorpusStats | None = None
+    """The scope's term statistics; without them the candidates are their own corpus."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,8 @@ class Composition:
     items: tuple[Scored, ...]
     dropped: tuple[tuple[str, str], ...]
     retrieved: int
+    ranked: tuple[Scored, ...] = ()
+    """Every candidate that passed the gates and filters, best first (what `explain` shows)."""
 
     @property
     def admitted_ids(self) -> frozenset[str]:
@@ -147,13 +164,14 @@ def compose(
     ctx = ReadContext(query.scope_id, query.valid_at, allow_superseded=query.valid_at is not None)
     readable = _gate(candidates, ctx, dropped)
     isolated = _isolate(readable, query.session_id, config.cross_session, dropped)
-    rrf = rrf_scores(isolated, query.text) if config.fusion == "rrf" else {}
-    ranked = [_rank(c, cross, query, config, rrf.get(c.id)) for c, cross in isolated]
+    lexical = lexical_scores([c for c, _ in isolated], query)
+    rrf = rrf_scores(isolated, lexical) if config.fusion == "rrf" else {}
+    ranked = [_rank(c, cross, query, config, (lexical, rrf)) for c, cross in isolated]
     kept = _filter(ranked, query, config, dropped)
     kept = [_sticky(s, query.previous_ids, config.hysteresis) for s in kept]
     unique = _dedupe(kept, dropped)
     packed = pack(unique, config.quota, config.hot_tokens, dropped)
-    return Composition(tuple(packed), tuple(dropped), len(candidates))
+    return Composition(tuple(packed), tuple(dropped), len(candidates), tuple(unique))
 
 
 def _gate(
@@ -194,15 +212,27 @@ def section_of(cand: Candidate) -> str:
     return SECTION_OF_DOMAIN.get(cand.claim_domain or "", "memory")
 
 
+def lexical_scores(candidates: Sequence[Candidate], query: Query) -> dict[str, float]:
+    """Lexical relevance of each candidate in [0, 1] (ranking.relevance)."""
+    stats = query.stats or CorpusStats(documents=len(candidates))
+    return relevance(query.text, [c.document() for c in candidates], stats)
+
+
 def _rank(
-    cand: Candidate, cross: bool, query: Query, config: ComposerConfig, rrf: float | None
+    cand: Candidate,
+    cross: bool,
+    query: Query,
+    config: ComposerConfig,
+    scores: tuple[Mapping[str, float], Mapping[str, float]],
 ) -> Scored:
+    """`scores`: the lexical relevance and (with RRF fusion) the fused score of every id."""
     section = section_of(cand)
     content, oversize = _fit(cand, config.quota.get(section, DEFAULT_SECTION_CAP))
     label_tokens = 4 if cand.short_label else 20
     whole = content is cand.content and cand.tokens is not None
     tokens = (cand.tokens if whole and cand.tokens else estimate_tokens(content)) + label_tokens
-    value = utility(cand, query, config, rrf) * (CROSS_SESSION_PENALTY if cross else 1.0)
+    lexical, rrf = scores[0].get(cand.id, 0.0), scores[1].get(cand.id)
+    value = utility(cand, query, config, rrf, lexical) * (CROSS_SESSION_PENALTY if cross else 1.0)
     value *= observation_decay(cand, query.now, config.half_life_days)
     return Scored(cand, value, section, content, tokens, cross, oversize)
 
@@ -220,9 +250,16 @@ def _fit(cand: Candidate, section_cap: int) -> tuple[str, bool]:
     return f"{cut}…[truncated; full text: {cand.id}]", False
 
 
-def utility(cand: Candidate, query: Query, config: ComposerConfig, rrf: float | None) -> float:
-    """acp.md §9.3: relevance x quality plus explicit boosts (authority never multiplies in)."""
-    lex = lexical_score(query.text, cand.content)
+def utility(
+    cand: Candidate,
+    query: Query,
+    config: ComposerConfig,
+    rrf: float | None,
+    lexical: float | None = None,
+) -> float:
+    """acp.md §9.3: relevance x quality plus explicit boosts (authority never multiplies in).
+    `lexical` is the ranked lexical relevance; without it, ACP's own lexical score."""
+    lex = lexical_score(query.text, cand.content) if lexical is None else lexical
     semantic = cand.semantic if query.has_semantic else 0.0
     if rrf is not None:
         core = 0.5 * rrf
@@ -281,10 +318,12 @@ def observation_decay(cand: Candidate, now: datetime, half_life_days: float) -> 
     return float(0.5 ** (age_days / half_life_days))
 
 
-def rrf_scores(rows: Sequence[tuple[Candidate, bool]], query_text: str) -> dict[str, float]:
+def rrf_scores(
+    rows: Sequence[tuple[Candidate, bool]], lexical: Mapping[str, float]
+) -> dict[str, float]:
     """Reciprocal rank fusion of the lexical and semantic routes, normalised to best = 1."""
     routes = [
-        {c.id: lexical_score(query_text, c.content) for c, _ in rows},
+        {c.id: lexical.get(c.id, 0.0) for c, _ in rows},
         {c.id: c.semantic for c, _ in rows},
     ]
     fused: dict[str, float] = {}
@@ -365,12 +404,15 @@ def pack(
     total_cap: int,
     dropped: list[tuple[str, str]],
 ) -> list[Scored]:
-    """Greedy by utility per token, within each section's quota and the total budget
-    (a cap of 0 or less means no total cap)."""
+    """Greedy by utility, within each section's quota and the total budget (a cap of 0 or
+    less means no total cap); an item that does not fit leaves its room to smaller ones.
+    acp.md §9.5 packs by utility per token, which fills a small quota with short filler (every
+    candidate has a floor of utility from confidence and validity) ahead of what was asked for:
+    on LoCoMo that kept half of the injected evidence out."""
     used: dict[str, int] = {}
     total = 0
     admitted = []
-    for item in sorted(items, key=lambda s: -s.utility / max(s.tokens, 1)):
+    for item in sorted(items, key=lambda s: -s.utility):
         reason = _overflow(item, quota, used, total, total_cap)
         if reason:
             dropped.append((item.candidate.id, reason))

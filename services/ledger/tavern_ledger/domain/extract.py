@@ -127,7 +127,7 @@ def _user_message(event: UserMessage, session: SessionFacts, config: ExtractConf
     if session.session_type == "subagent" and config.subagent_downgrade:
         return _draft(event, session, text, "agent_inference", label="subagent")
     kind = "user_correction" if is_correction(text) else "user_input"
-    return _draft(event, session, text, kind, label="user")
+    return _draft(event, session, text, kind, label=user_label(event.actor_id))
 
 
 def _tool_result(event: ToolResult, session: SessionFacts, config: ExtractConfig) -> Draft | Skip:
@@ -183,6 +183,11 @@ def _draft(
         session_type=session.session_type,
         agent_key=event.agent_id,
     )
+
+
+def user_label(actor_id: str | None) -> str:
+    """`user`, or `user:<actor>` when the event names its speaker (a group chat's person)."""
+    return f"user:{actor_id}" if actor_id else "user"
 
 
 def is_correction(text: str) -> bool:

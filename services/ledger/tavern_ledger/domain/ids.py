@@ -9,11 +9,13 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+_JS_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 
 def js_json(value: Any) -> str:
     """JSON as JavaScript's `JSON.stringify` writes it: no whitespace, keys in insertion order,
     non-ASCII characters raw."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _JS_JSON.encode(value)
 
 
 def sha256_hex(text: str) -> str:
@@ -26,7 +28,12 @@ def content_hash(content: str) -> str:
 
 def evidence_id(source_ref: Mapping[str, Any], hash_of_content: str) -> str:
     """`ev_` + sha256(JSON(sourceRef) + '|' + contentHash)[:24]."""
-    return "ev_" + sha256_hex(js_json(dict(source_ref)) + "|" + hash_of_content)[:24]
+    return evidence_id_of_json(js_json(dict(source_ref)), hash_of_content)
+
+
+def evidence_id_of_json(source_ref_json: str, hash_of_content: str) -> str:
+    """`evidence_id` of a sourceRef already written as `js_json`."""
+    return "ev_" + sha256_hex(source_ref_json + "|" + hash_of_content)[:24]
 
 
 def session_source_ref(session_id: str, seq: int) -> dict[str, str]:

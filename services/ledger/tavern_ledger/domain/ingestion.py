@@ -54,19 +54,36 @@ def plan_batch(
     config: ExtractConfig = ExtractConfig(),
 ) -> BatchPlan:
     """Decide every event of the batch in stream order."""
-    plan = BatchPlan()
-    sessions = dict(known)
-    seen: set[str] = set()
-    for item in incoming:
-        plan.last_stream_seq = max(plan.last_stream_seq, item.stream_seq)
-        event = item.event
-        if isinstance(event, SessionCreated):
-            facts = session_facts_of(event)
-            sessions[event.session_id] = plan.sessions[event.session_id] = facts
-            continue
-        session = sessions.get(event.session_id) or SessionFacts.unknown(event.session_id)
-        _decide(plan, event, session, gate, config, seen)
-    return plan
+    return BatchPlanner(known, gate, config).plan(incoming)
+
+
+class BatchPlanner:
+    """Plans a batch part by part, in stream order: the sessions learned and the events planned
+    carry over from part to part, so the parts plan what `plan_batch` plans in one go."""
+
+    def __init__(
+        self,
+        known: Mapping[str, SessionFacts],
+        gate: GateConfig,
+        config: ExtractConfig = ExtractConfig(),
+    ) -> None:
+        self._sessions = dict(known)
+        self._seen: set[str] = set()
+        self._gate, self._config = gate, config
+
+    def plan(self, incoming: Sequence[Incoming]) -> BatchPlan:
+        """The plan of the next part of the batch."""
+        plan = BatchPlan()
+        for item in incoming:
+            plan.last_stream_seq = max(plan.last_stream_seq, item.stream_seq)
+            event = item.event
+            if isinstance(event, SessionCreated):
+                facts = session_facts_of(event)
+                self._sessions[event.session_id] = plan.sessions[event.session_id] = facts
+                continue
+            session = self._sessions.get(event.session_id) or SessionFacts.unknown(event.session_id)
+            _decide(plan, event, session, self._gate, self._config, self._seen)
+        return plan
 
 
 def _decide(

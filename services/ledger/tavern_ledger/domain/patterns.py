@@ -40,7 +40,7 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "url_password",
         re.compile(
-            r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"]{1,128}:(?![*x]+@|<|\$\{)[^\s@/'\"]{1,256}@[\w.-]+",
+            r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"]{0,128}:(?![*x]+@|<|\$\{)[^\s@/'\"]{1,256}@[\w.-]+",
             _AI,
         ),
     ),
@@ -48,11 +48,22 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "credential_assignment",
         re.compile(
-            r"\b(?:sk|pk|api[_-]?key|token|secret|password|passwd|pwd|credential|bearer"
+            r"\b(?:[A-Za-z0-9]{1,32}[_-]){0,4}"  # DB_PASSWORD=, SERVICE_API_KEY=
+            r"(?:sk|pk|api[_-]?key|token|secret|password|passwd|pwd|credential|bearer"
             r"|private[_-]?key|access[_-]?key|client[_-]?secret)\b\s*[:=]\s*['\"]?[A-Za-z0-9_\-]{12,}",
             _AI,
         ),
     ),
+    ("azure_storage_key", re.compile(r"\bAccountKey\s*=\s*[A-Za-z0-9+/]{40,}={0,2}", _A)),
+    ("alibaba_access_key", re.compile(r"\bLTAI[0-9A-Za-z]{12,30}\b", _A)),
+    ("gitlab_token", re.compile(r"\bglpat-[0-9A-Za-z_-]{20,}", _A)),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}", _A)),
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}", _A)),
+    (
+        "password_phrase",
+        re.compile(r"\bpass(?:word|code|phrase)\s+(?:is|was)\s*[:=]?\s*['\"]?[^\s'\"]{6,}", _AI),
+    ),
+    ("password_zh", re.compile(r"(?:密码|密碼|口令)\s*(?:是|为|為|[:：=])\s*[^\s，。]{6,}")),  # noqa: RUF001
 )
 
 # --- prompt injection: quarantined ----------------------------------------------------------------
@@ -94,6 +105,10 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"\b(?:reveal|print|show|repeat)\s+(?:your|the)\s+system\s+prompt", re.I),
     ),
     (
+        "new_instructions",
+        re.compile(r"\b(?:new|updated|real)\s+(?:system\s+)?instructions?\s*:", re.I),
+    ),
+    (
         "ignore_previous_zh",
         re.compile(
             rf"(?:忽略|无视|忽视|不要理会|别管|抛开|丢掉)掉?\s*{_ZH_EARLIER}的?\s*(?:所有|全部)?的?\s*{_ZH_RULES}"
@@ -101,7 +116,9 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "forget_previous_zh",
-        re.compile(rf"忘[记掉](?:{_ZH_EARLIER}|你)的?\s*(?:所有|全部)?的?\s*(?:{_ZH_RULES}|身份)"),
+        re.compile(
+            rf"忘[记掉](?:{_ZH_EARLIER}|你(?:{_ZH_EARLIER})?)的?\s*(?:所有|全部)?的?\s*(?:{_ZH_RULES}|身份)"
+        ),
     ),
     (
         "unrestricted_persona_zh",
@@ -119,6 +136,95 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 
+# --- prefilters: one pass over a text that rules a whole family out -------------------------------
+#
+# Every branch of a family's prefilter is a piece that each match of one of its patterns contains,
+# under that pattern's flags: no prefilter hit, no pattern of the family can match, so its
+# detailed patterns are skipped. `re` scans quickly only when every branch starts with a plain
+# character, so a case-insensitive piece is spelled once per case of its first character.
+
+_CASE_VARIANTS = {"i": "iIİı", "k": "kK\u212a", "s": "sSſ"}  # noqa: RUF001 - as `re` folds them
+"""Characters `re.IGNORECASE` (Unicode) equates with an ASCII letter, where there are more than
+its lower and upper case (dotted and dotless i, the Kelvin sign, the long s)."""
+
+
+def case_variants(letter: str, *, ascii_only: bool) -> str:
+    """The characters `re.IGNORECASE` matches for the ASCII letter `letter` (under `re.ASCII`
+    only its two cases)."""
+    lower = letter.lower()
+    if ascii_only:
+        return lower + lower.upper()
+    return _CASE_VARIANTS.get(lower, lower + lower.upper())
+
+
+def _any_case(pieces: tuple[str, ...], flags: str) -> list[str]:
+    """`pieces` (each starting with an ASCII letter) matched case-insensitively under `flags`."""
+    return [
+        re.escape(first) + f"(?{flags}:{piece[1:]})"
+        for piece in pieces
+        for first in case_variants(piece[0], ascii_only="a" in flags)
+    ]
+
+
+def _prefilter(branches: list[str]) -> re.Pattern[str]:
+    return re.compile("|".join(branches))
+
+
+SECRET_PREFILTER = _prefilter(
+    [
+        "-----BEGIN ",  # private_key
+        *("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "AIPA"),  # aws_access_key
+        r"gh[pousr]_",  # github_token
+        "github_pat_",
+        "xox",  # slack_token
+        r"hooks\.slack\.com/",  # slack_webhook
+        "sk-",  # anthropic_key, openai_key
+        r"k_(?:live|test)_",  # stripe_key
+        "AIza",  # google_api_key
+        "eyJ",  # jwt
+        r":(?ai://[^\s:/@'\"]{0,128}:)",  # url_password
+        r":(?ai:\s*['\"]?[A-Za-z0-9_\-]{12})",  # credential_assignment
+        r"=(?ai:\s*['\"]?[A-Za-z0-9_\-]{12})",
+        *_any_case(("aws",), "ai"),  # aws_secret_key
+        *_any_case((r"bearer\s",), "ai"),  # bearer_token
+        "AccountKey",  # azure_storage_key
+        "LTAI",  # alibaba_access_key
+        "glpat-",  # gitlab_token
+        "npm_",  # npm_token
+        "hf_",  # huggingface_token
+        *_any_case((r"pass(?:word|code|phrase)\s",), "ai"),  # password_phrase
+        *("密码", "密碼", "口令"),  # password_zh
+    ]
+)
+INJECTION_PREFILTER = _prefilter(
+    [
+        *_any_case(
+            (
+                r"ignore\s",  # ignore_previous, ignore_everything
+                r"disregard\s",
+                r"forget\s",
+                r"skip\s",
+                r"you\s+are\s+now\s",  # unrestricted_persona
+                r"system\s+prompt",  # system_prompt, reveal_system_prompt, override_instructions
+                r"you\s+must\s",  # must_override
+                r"override\s",  # override_instructions
+                r"new\s",  # new_instructions
+                r"updated\s",
+                r"real\s",
+            ),
+            "i",
+        ),
+        *("忽略", "无视", "忽视", "不要理会", "别管", "抛开", "丢掉"),  # ignore_previous_zh
+        "忘[记掉]",  # forget_previous_zh
+        "你现在是",  # unrestricted_persona_zh
+        "系统提示",  # system_prompt_zh, reveal_system_prompt_zh
+        "你必须",  # must_override_zh
+        "从现在",  # from_now_on_zh
+        "初始指令",  # reveal_system_prompt_zh
+        "原始指令",
+    ]
+)
+
 _ZERO_WIDTH = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
 _SPACES = re.compile(r"\s+")
 
@@ -126,22 +232,31 @@ _SPACES = re.compile(r"\s+")
 def normalise(text: str) -> str:
     """NFKC, zero-width characters removed, whitespace collapsed: full-width letters, hidden
     joiners and odd spacing do not hide a pattern."""
+    if text.isprintable() and "  " not in text and unicodedata.is_normalized("NFKC", text):
+        # Zero-width characters and every whitespace but " " are unprintable: nothing to do.
+        return text
     folded = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", text))
     return _SPACES.sub(" ", folded)
 
 
-def _named(patterns: tuple[tuple[str, re.Pattern[str]], ...], texts: tuple[str, ...]) -> list[str]:
+def _named(
+    patterns: tuple[tuple[str, re.Pattern[str]], ...],
+    prefilter: re.Pattern[str],
+    texts: tuple[str, ...],
+) -> list[str]:
+    if not any(prefilter.search(t) for t in texts):
+        return []
     return [name for name, pattern in patterns if any(pattern.search(t) for t in texts)]
 
 
 def find_secrets(text: str, folded: str | None = None) -> list[str]:
     """Names of the credential patterns found in `text` (or in its normalised form)."""
-    return _named(SECRET_PATTERNS, variants(text, folded))
+    return _named(SECRET_PATTERNS, SECRET_PREFILTER, variants(text, folded))
 
 
 def find_injections(text: str, folded: str | None = None) -> list[str]:
     """Names of the prompt-injection patterns found in `text` (or in its normalised form)."""
-    return _named(INJECTION_PATTERNS, variants(text, folded))
+    return _named(INJECTION_PATTERNS, INJECTION_PREFILTER, variants(text, folded))
 
 
 def variants(text: str, folded: str | None = None) -> tuple[str, ...]:
@@ -206,15 +321,22 @@ def _phone(match: re.Match[str]) -> bool:
     return 8 <= len(re.sub(r"\D", "", match.group())) <= 15
 
 
+DIGITS_PREFILTER = re.compile(r"\d[ -]?\d", _A)
+"""Cards, ids and phone numbers each hold two digits at most one space or hyphen apart."""
+EMAIL_PREFILTER = re.compile(r"@[A-Za-z0-9-]", _A)
+
+
 def find_private(text: str) -> list[Span]:
     """Private data in `text`, earliest first; overlapping finds keep the more specific kind."""
     found: list[Span] = []
-    _collect(found, "card", _CARD, text, _card)
-    _collect(found, "national_id", _CN_ID, text, lambda m: cn_id_valid(m.group()))
-    _collect(found, "national_id", _US_SSN, text, None)
-    for pattern in _PHONE_PATTERNS:
-        _collect(found, "phone", pattern, text, _phone)
-    _collect(found, "email", _EMAIL, text, None)
+    if DIGITS_PREFILTER.search(text):
+        _collect(found, "card", _CARD, text, _card)
+        _collect(found, "national_id", _CN_ID, text, lambda m: cn_id_valid(m.group()))
+        _collect(found, "national_id", _US_SSN, text, None)
+        for pattern in _PHONE_PATTERNS:
+            _collect(found, "phone", pattern, text, _phone)
+    if EMAIL_PREFILTER.search(text):
+        _collect(found, "email", _EMAIL, text, None)
     return sorted(found, key=lambda s: s.start)
 
 

@@ -1,5 +1,6 @@
-"""Text measures of the ledger: lexical index terms (Latin words, CJK bigrams), the lexical
-relevance score, and the CJK-aware token estimate used by budgets (acp.md §8, §9.3, §9.4).
+"""Text measures of the ledger: lexical index terms (English stems without stopwords, other
+Latin words, CJK bigrams), the ACP lexical score, and the CJK-aware token estimate used by budgets
+(acp.md §8, §9.3, §9.4).
 """
 
 from __future__ import annotations
@@ -7,6 +8,14 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Mapping
+from functools import lru_cache
+
+import snowballstemmer
+
+TERMS_VERSION = 2
+"""Bumped whenever `terms` changes: the postings of stored evidence are then rebuilt."""
 
 MAX_INDEX_TERMS = 256
 """Distinct terms indexed per evidence row (a long tool output keeps its first 256)."""
@@ -23,11 +32,18 @@ _TOKEN_CJK = re.compile(
     "[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]"
 )
 _STOPWORD_TEXT = """
-a an the is are am was were be been being to of in on at for with by from and or not no it its
-this that these those i me my we our you your he she they them his her their do does did so as
-if then than but can could would should will just also very
+a about above after again against all also am an and any are as at be because been before being
+below between both but by can could did do does doing down during each else ever few for from
+further had has have having he her here hers herself him himself his how i if in into is it its
+itself just let me might more most must my myself no nor not now of off on once only or other
+ought our ours ourselves out over own same shall she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up upon us
+very was we were what when where whether which while who whom whose why will with within would
+yet you your yours yourself yourselves
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+"""English function words: no index terms, no query terms (question words included)."""
+_ENGLISH = snowballstemmer.stemmer("english")
 
 
 def fold(text: str) -> str:
@@ -36,8 +52,8 @@ def fold(text: str) -> str:
 
 
 def terms(text: str, limit: int = MAX_INDEX_TERMS) -> list[str]:
-    """Distinct lexical terms in first-seen order: Latin words (no stopwords, 2+ chars) and
-    CJK bigrams (a lone CJK character is its own term)."""
+    """Distinct lexical terms in first-seen order: English stems of Latin words (no stopwords,
+    2+ chars) and CJK bigrams (a lone CJK character is its own term)."""
     found: dict[str, None] = {}
     for run in _WORDS.findall(fold(text)):
         for term in _run_terms(run):
@@ -47,6 +63,21 @@ def terms(text: str, limit: int = MAX_INDEX_TERMS) -> list[str]:
     return list(found)
 
 
+@lru_cache(maxsize=32768)
+def term_counts(text: str) -> Mapping[str, int]:
+    """Every lexical term of `text` with its number of occurrences (for term-frequency scores;
+    the same terms as `terms`). Recall scores the same rows again and again, hence the cache
+    (read-only results) and the inlined Latin case."""
+    found: list[str] = []
+    for run in _WORDS.findall(fold(text)):
+        if run[0] < "\u3040":  # below every CJK class: a Latin, Greek or Cyrillic word
+            if 2 <= len(run) <= 64 and run not in STOPWORDS:
+                found.append(stem(run))
+        else:
+            found += _run_terms(run)
+    return Counter(found)
+
+
 def _run_terms(run: str) -> list[str]:
     if _CJK.match(run):
         if len(run) == 1:
@@ -54,7 +85,20 @@ def _run_terms(run: str) -> list[str]:
         return [run[i : i + 2] for i in range(len(run) - 1)]
     if len(run) < 2 or run in STOPWORDS or len(run) > 64:
         return []
-    return [run]
+    return [stem(run)]
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The Snowball English stem of a folded word (`researching` -> `research`); words in other
+    scripts (accented Latin, Greek, Cyrillic) come back as they are, unless Snowball maps them."""
+    found: str = _ENGLISH.stemWord(word)
+    return found if len(found) >= 2 else word
+
+
+def words(text: str) -> list[str]:
+    """The folded words of `text` (Latin runs and CJK runs), stopwords included, unstemmed."""
+    return _WORDS.findall(fold(text))
 
 
 def query_terms(query: str) -> list[str]:

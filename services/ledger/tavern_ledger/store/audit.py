@@ -32,7 +32,7 @@ async def append(conn: Conn, entries: Sequence[AuditEntry]) -> list[int]:
         [e.scope_id for e in entries],
         [e.actor for e in entries],
         [e.reason for e in entries],
-        [_json(e.payload) for e in entries],
+        [payload_json(e.payload) for e in entries],
         [e.dedupe_key for e in entries],
     )
     return [int(r["id"]) for r in found]
@@ -43,8 +43,11 @@ async def append_one(conn: Conn, entry: AuditEntry) -> int:
     return ids[0] if ids else 0
 
 
-def _json(payload: dict[str, Any] | None) -> str | None:
-    return None if payload is None else json.dumps(payload, ensure_ascii=False, default=str)
+_PAYLOAD_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def payload_json(payload: dict[str, Any] | None) -> str | None:
+    return None if payload is None else _PAYLOAD_JSON.encode(payload)
 
 
 async def query(

@@ -21,7 +21,7 @@ COLUMNS = (
     "supersedes, metadata, created_at, updated_at"
 )
 
-_INSERT = f"""
+INSERT = f"""
 INSERT INTO ledger.evidence ({COLUMNS})
 SELECT u.id, u.scope_id, u.session_id, u.agent_key, u.session_type, u.source_class, u.authority,
        u.confidence, u.durability, u.sensitivity, u.claim_domain, u.content, u.content_hash,
@@ -42,12 +42,14 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
+"""Insert the rows of `columns(rows)` ($1 to $27) unless their id exists; returns the new ids."""
 
 INDEXED_STATES = frozenset({"active", "superseded"})
 """States whose rows recall may read, so the lexical index holds their postings."""
 
 
-def _columns(rows: Sequence[EvidenceRow]) -> list[list[Any]]:
+def columns(rows: Sequence[EvidenceRow]) -> list[list[Any]]:
+    """The parameters of `INSERT`: one array per column."""
     return [
         [r.id for r in rows],
         [r.scope_id for r in rows],
@@ -84,7 +86,7 @@ async def insert(conn: Conn, rows: Sequence[EvidenceRow]) -> list[EvidenceRow]:
     that were inserted, with their postings written when recall may read them."""
     if not rows:
         return []
-    found = await conn.fetch(_INSERT, *_columns(rows))
+    found = await conn.fetch(INSERT, *columns(rows))
     fresh = {r["id"] for r in found}
     inserted = [r for r in rows if r.id in fresh]
     await add_postings(conn, [r for r in inserted if r.state in INDEXED_STATES])

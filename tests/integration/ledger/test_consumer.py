@@ -1,0 +1,130 @@
+"""The ingestion batch reader against a real JetStream: batches in stream order, acked once
+handled; a failed batch (and what was fetched meanwhile) comes back; a stop hands back at once
+what it fetched but did not hand over."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from tavern_ledger.consumer import BatchConsumer
+from tavern_runtime.provision import ConsumerSpec
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+STREAM = "CONSUMER_TEST"
+SPEC = ConsumerSpec(
+    name="reader", stream=STREAM, filter_subjects=("ct.>",), max_deliver=20, ack_wait_s=30.0
+)
+
+
+@dataclass
+class Recorder:
+    """A handler that records what it was handed, failing the batches it is told to."""
+
+    batches: list[list[int]] = field(default_factory=list)
+    fail_first: int = 0
+    hold: asyncio.Event | None = None
+
+    async def __call__(self, msgs: Sequence[Msg]) -> None:
+        self.batches.append([int(m.data) for m in msgs])
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            raise RuntimeError("not now")
+
+    def handled(self) -> list[int]:
+        return [n for batch in self.batches for n in batch]
+
+
+@pytest.fixture
+async def bus(nats_url: str) -> AsyncIterator[tuple[Client, JetStreamContext]]:
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await js.add_stream(name=STREAM, subjects=["ct.>"])
+    try:
+        yield nc, js
+    finally:
+        await nc.close()
+
+
+async def publish(js: JetStreamContext, numbers: range) -> None:
+    for n in numbers:
+        await js.publish(f"ct.{n % 3}", str(n).encode())
+
+
+async def settled(js: JetStreamContext) -> bool:
+    try:
+        info = await js.consumer_info(STREAM, SPEC.name)
+    except NotFoundError:  # the reader has not created its durable yet
+        return False
+    return info.num_pending == 0 and info.num_ack_pending == 0
+
+
+async def test_batches_come_in_stream_order_and_are_acked(
+    bus: tuple[Client, JetStreamContext],
+) -> None:
+    nc, js = bus
+    await publish(js, range(50))
+    recorder = Recorder()
+    consumer = BatchConsumer(SPEC, recorder, batch=16, wait_s=0.05)
+    consumer.start(nc, js)
+    try:
+        await publish(js, range(50, 70))  # some arrive while it reads
+        await eventually(lambda: settled(js), timeout=10)
+    finally:
+        await consumer.stop()
+    assert recorder.handled() == list(range(70))
+    assert max(map(len, recorder.batches)) == 16
+
+
+async def test_a_failed_batch_comes_back_with_what_was_fetched_meanwhile(
+    bus: tuple[Client, JetStreamContext],
+) -> None:
+    nc, js = bus
+    await publish(js, range(40))
+    recorder = Recorder(fail_first=1)
+    consumer = BatchConsumer(SPEC, recorder, batch=10, wait_s=0.05, retry_delay_s=0.2)
+    consumer.start(nc, js)
+    try:
+        await eventually(lambda: settled(js), timeout=10)
+    finally:
+        await consumer.stop()
+    assert recorder.batches[0] == list(range(10))
+    assert sorted(set(recorder.handled())) == list(range(40))
+    assert recorder.handled()[10:20] == list(range(10))  # the failed batch came back first
+
+
+async def test_a_stop_hands_back_what_it_fetched_but_did_not_hand_over(
+    bus: tuple[Client, JetStreamContext],
+) -> None:
+    nc, js = bus
+    await publish(js, range(30))
+    hold = asyncio.Event()
+    first = Recorder(hold=hold)
+    consumer = BatchConsumer(SPEC, first, batch=10, wait_s=0.05)
+    consumer.start(nc, js)
+    await eventually(lambda: first.batches, timeout=10)
+    stopping = asyncio.create_task(consumer.stop())
+    hold.set()
+    await stopping
+    assert first.handled() == list(range(10))
+
+    second = Recorder()
+    restarted = BatchConsumer(SPEC, second, batch=10, wait_s=0.05)
+    restarted.start(nc, js)
+    try:  # well before the 30 s ack wait of what the first one had fetched ahead
+        await eventually(lambda: settled(js), timeout=5)
+    finally:
+        await restarted.stop()
+    assert sorted(second.handled()) == list(range(10, 30))
