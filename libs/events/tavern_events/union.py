@@ -216,7 +216,7 @@ def _load(data: RawData) -> dict[str, Any]:
         return dict(data)
     try:
         raw = json.loads(data)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError) as exc:  # also UnicodeDecodeError; nesting too deep
         raise ContractError(f"event is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise ContractError(f"event must be a JSON object, got {type(raw).__name__}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -180,6 +180,17 @@ class TavernBroker(NatsBroker):
         await super().stop(exc_type, exc_val, exc_tb)
 
 
+async def tolerant_decoder(msg: Any, original: Callable[[Any], Awaitable[Any]]) -> Any:
+    """FastStream's decoder, except that a body it cannot decode (JSON nested too deep, or
+    not the JSON its content type claims) reaches the handler as its raw bytes: FastStream
+    would raise before the handler runs, so a request would time out instead of getting the
+    handler's structured error, and a stream message would be retried as if transient."""
+    try:
+        return await original(msg)
+    except (ValueError, RecursionError):
+        return msg.body
+
+
 def build_broker(
     settings: TavernSettings,
     name: str,
@@ -203,6 +214,7 @@ def build_broker(
         "log_level": logging.DEBUG,  # FastStream's per-message Received/Processed lines
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
+        "decoder": tolerant_decoder,
         **overrides,
     }
     return TavernBroker(settings.nats_servers, guard=guard, **options)

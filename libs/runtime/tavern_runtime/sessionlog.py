@@ -37,6 +37,8 @@ STREAM = SESSIONS.name
 EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 WRONG_LAST_SEQUENCE = 10071
 BATCH_DUPLICATE_ID = 10201
+TOO_MANY_INFLIGHT_BATCHES = 10210
+"""The server's limit on atomic batches in flight (per stream): back-pressure, try again."""
 MAX_BATCH = 1000  # nats-server's limit on an atomic batch
 PUBLISH_TIMEOUT_S = 5.0
 IDLE_TIMEOUT_S = 5.0
@@ -253,6 +255,9 @@ class SessionLogWriter:
         except APIError as exc:
             if exc.err_code in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
                 raise _WrongLastSequence from exc
+            if exc.err_code == TOO_MANY_INFLIGHT_BATCHES:
+                self.heads.drop(session_id)
+                raise TransientError("too many batches in flight", session_id=session_id) from exc
             raise PermanentError(
                 "append refused", err_code=exc.err_code, why=exc.description
             ) from exc

@@ -1,10 +1,11 @@
 """Live consumption: one ordered batch at a time, rows and checkpoint in one transaction.
 
 A pull consumer can hand out messages out of stream order: a message fetched but lost in
-flight, or a nacked batch, comes back only after later ones were delivered. The checkpoint
-alone would then skip it forever. So when a batch could follow a gap (a redelivery, a jump in
-the consumer sequence, a fresh process), the runner reads the stream from its checkpoint and
-applies whatever is missing first; the late redelivery is skipped by the checkpoint.
+flight, or a nacked batch, comes back only after later ones were delivered, so a batch may lack
+entries before its first one and between its own. The checkpoint alone would then skip them
+forever. So when a batch could follow a gap (a redelivery, a jump in the consumer sequence, a
+fresh process), the runner reads the stream from its checkpoint through the batch's last entry
+and applies whatever the batch lacks in order; the late redelivery is skipped by the checkpoint.
 
 A batch that fails transiently is nacked with a growing delay. One that fails otherwise is
 applied entry by entry: the entry that fails is dead-lettered and passed over (logged, with
@@ -53,6 +54,9 @@ TRANSIENT = (
     asyncpg.exceptions.DeadlockDetectedError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CannotConnectNowError,
+    # A connection the server dropped mid-query fails its reset with this on release: an
+    # outage, not a poison entry (treating it as one would skip entries for good).
+    asyncpg.exceptions.InternalClientError,
 )
 
 
@@ -91,6 +95,9 @@ class LiveRunner:
         self.applied = 0
         self.gaps_filled = 0
         self._last_delivery = 0
+        self._owed_through = 0
+        """The highest stream seq handed back unapplied (nacked, or failed without an ack):
+        until a batch reaching it is applied, any batch may be overtaking it."""
 
     async def handle(self, msgs: Sequence[Msg]) -> None:
         """Apply one fetched batch; raises `RetryBatch` when it must come back later."""
@@ -98,22 +105,37 @@ class LiveRunner:
         suspect = self._suspect(msgs)
         started = time.perf_counter()
         try:
-            done = await self.apply(entries, check_gaps=suspect)
-        except TRANSIENT as exc:
-            raise self._nack(msgs, exc) from exc
-        except Exception as exc:
-            log.error("batch_failed", consumer=self.consumer, error=repr(exc))
-            done = await self._one_by_one(msgs, entries)
+            done = await self._apply_or_isolate(msgs, entries, suspect)
+        except BaseException:
+            # These come back later, after newer messages maybe: check every batch till then.
+            self._owed_through = max(self._owed_through, *(e.stream_seq for e in entries))
+            raise
         self._last_delivery = max(m.metadata.sequence.consumer for m in msgs)
+        if suspect and max(e.stream_seq for e in entries) >= self._owed_through:
+            self._owed_through = 0  # applied from the checkpoint through everything owed
         await self._dead_letter(msgs, entries)
         if done:
             self._report(done, started)
 
+    async def _apply_or_isolate(
+        self, msgs: Sequence[Msg], entries: list[Entry], suspect: bool
+    ) -> list[Entry]:
+        try:
+            return await self.apply(entries, check_gaps=suspect)
+        except TRANSIENT as exc:
+            raise self._nack(msgs, exc) from exc
+        except Exception as exc:
+            log.error("batch_failed", consumer=self.consumer, error=repr(exc))
+            return await self._one_by_one(msgs, entries)
+
     def _suspect(self, msgs: Sequence[Msg]) -> bool:
-        """Whether something may have been delivered before this batch and not applied."""
+        """Whether something may have been delivered before this batch and not applied: a
+        redelivery, a jump in the consumer sequence, or messages handed back and not yet
+        redelivered (a batch right after a nacked one follows on in consumer sequence)."""
         first = msgs[0].metadata.sequence.consumer
         redelivered = any(m.metadata.num_delivered > 1 for m in msgs)
-        return redelivered or self._last_delivery == 0 or first != self._last_delivery + 1
+        jumped = self._last_delivery == 0 or first != self._last_delivery + 1
+        return redelivered or jumped or self._owed_through > 0
 
     def _nack(self, msgs: Sequence[Msg], exc: BaseException) -> RetryBatch:
         deliveries = max(m.metadata.num_delivered for m in msgs)
@@ -138,7 +160,7 @@ class LiveRunner:
             after = checkpoint.stream_seq if checkpoint else 0
             todo = fresh(entries, after)
             if todo and check_gaps:
-                todo = await self._missing(after, todo[0].stream_seq) + todo
+                todo = await self._complete(after, todo)
             if todo:
                 await self._write(conn, todo)
         await self.projection.after_commit(self.target)
@@ -151,31 +173,35 @@ class LiveRunner:
             conn, self.projection.name, self.projection.version, todo[-1].stream_seq
         )
 
-    async def _missing(self, after: int, first: int) -> list[Entry]:
-        """Stored entries of this projection between the checkpoint and `first`, in order."""
+    async def _complete(self, after: int, todo: list[Entry]) -> list[Entry]:
+        """`todo` and the stored entries of this projection it lacks between the checkpoint and
+        its last entry, in stream order (not only before its first: a nacked batch's entries
+        may come back after later ones, and a batch may then hold every other entry)."""
         js = self._js()
-        if js is None or first <= after + 1:
-            return []
+        if js is None:
+            return todo
+        last, have = todo[-1].stream_seq, {e.stream_seq for e in todo}
         found: list[Entry] = []
         batches = sources.stream_batches(
             js, self.projection.stream, self.projection.filters, Start(after + 1)
         )
         async with contextlib.aclosing(batches) as reading:
             async for batch in reading:
-                found += [e for e in batch if e.stream_seq < first]
-                if batch[-1].stream_seq >= first:
+                found += [e for e in batch if e.stream_seq <= last and e.stream_seq not in have]
+                if batch[-1].stream_seq >= last:
                     break
-        if found:
-            self.gaps_filled += len(found)
-            log.warning("gap_filled", consumer=self.consumer, entries=len(found), before=first)
-        return found
+        if not found:
+            return todo
+        self.gaps_filled += len(found)
+        log.warning("gap_filled", consumer=self.consumer, entries=len(found), through=last)
+        return sorted([*found, *todo], key=lambda e: e.stream_seq)
 
     async def _one_by_one(self, msgs: Sequence[Msg], entries: Sequence[Entry]) -> list[Entry]:
         """Isolate the entry that fails: dead-letter it, skip it, apply the rest in order."""
         done: list[Entry] = []
         for msg, entry in zip(msgs, entries, strict=True):
             try:
-                done += await self.apply([entry], check_gaps=not done)
+                done += await self.apply([entry])  # completes any gap before it
             except TRANSIENT as exc:
                 raise self._nack(msgs, exc) from exc
             except Exception as exc:

@@ -34,10 +34,13 @@ def deep_key_sort(value: Any) -> Any:
 def canonical_arguments(raw: str) -> str:
     """The canonical JSON of a call's arguments; a non-JSON string canonicalises as a string."""
     try:
-        parsed: Any = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        parsed = raw
-    return json.dumps(deep_key_sort(parsed), separators=(",", ":"), ensure_ascii=False)
+        try:
+            parsed: Any = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            parsed = raw
+        return json.dumps(deep_key_sort(parsed), separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:  # nested too deep to parse or normalise: the raw text is the key
+        return json.dumps(raw, ensure_ascii=False)
 
 
 def _pattern(glob: str) -> re.Pattern[str]:

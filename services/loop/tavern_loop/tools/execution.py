@@ -47,7 +47,7 @@ def parse_arguments(raw: str) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested too deep is not JSON we can take
         return raw
 
 

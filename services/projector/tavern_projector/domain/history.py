@@ -60,9 +60,16 @@ def parse_request(raw: Any) -> tuple[HistoryRequest, list[str]]:
 
 
 def validated(model: type[Any], raw: Any) -> Any:
-    """`model` validated from a request body, or `BadRequest` naming the first bad field."""
+    """`model` validated from a request body, or `BadRequest` naming the first bad field.
+
+    An empty body is an empty request; any other body that is not a JSON object is refused
+    (taken as empty, garbage would be answered as if it were a real request)."""
+    if raw in (None, b"", ""):
+        raw = {}
+    if not isinstance(raw, dict):
+        raise BadRequest(f"the request must be a JSON object, got {type(raw).__name__}")
     try:
-        return model.model_validate(raw if isinstance(raw, dict) else {})
+        return model.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "request"

@@ -19,6 +19,9 @@ MESSAGE_FILTERS = (
 )
 
 Row = tuple[str, int, int, str, bool, str | None, object, str, list[str], bool]
+INDEX_CHARS_MAX = 64_000
+"""Only this much of a message is tokenised (twice the loop's input cap): tokenising is pure
+Python on the projector's event loop, and a 2 MB message would stall every projection."""
 
 
 def row_of(entry: Entry, event: SessionEvent, redacted: bool) -> Row | None:
@@ -27,7 +30,7 @@ def row_of(entry: Entry, event: SessionEvent, redacted: bool) -> Row | None:
         return None
     is_user, body = found
     name = event.payload.name if isinstance(event, UserMessage) else None
-    kept, tokens = ("", []) if redacted else (body, text.index_tokens(body))
+    kept, tokens = ("", []) if redacted else (body, text.index_tokens(body[:INDEX_CHARS_MAX]))
     return (
         event.session_id,
         event.seq,
