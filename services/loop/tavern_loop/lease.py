@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
 from tavern_runtime.logs import get_logger
@@ -18,6 +18,7 @@ from tavern_runtime.logs import get_logger
 log = get_logger(__name__)
 
 BUCKET = "tavern_leases"
+WRONG_LAST_SEQUENCE = 10071
 
 
 def lease_key(session_id: str) -> str:
@@ -43,7 +44,9 @@ class Leases:
         key = lease_key(session_id)
         try:
             revision = await self._kv.create(key, self.holder.encode())
-        except KeyWrongLastSequenceError:
+        except (KeyWrongLastSequenceError, KeyNotFoundError, NotFoundError):
+            # Held, or a release raced nats-py's create (which re-reads a deleted key and finds
+            # it gone): either way not ours now; the dispatcher asks again shortly.
             return None
         log.info("lease_acquired", session_id=session_id, holder=self.holder)
         return Lease(session_id, self.holder, revision)
@@ -67,9 +70,31 @@ class Leases:
         return True
 
     async def release(self, lease: Lease) -> None:
-        with contextlib.suppress(KeyWrongLastSequenceError, KeyNotFoundError, NotFoundError):
-            await self._kv.delete(lease_key(lease.session_id), last=lease.revision)
+        """Delete the lease if it is still ours. A renewal whose outcome was unknown (a timeout)
+        may have moved its revision on: then the current entry is checked and, ours, deleted;
+        left behind, it would hold the session for a whole TTL."""
+        key = lease_key(lease.session_id)
+        try:
+            await self._kv.delete(key, last=lease.revision)
+        except (KeyNotFoundError, NotFoundError):
+            pass
+        except APIError as exc:  # `delete` reports a stale revision as a plain API error
+            if exc.err_code != WRONG_LAST_SEQUENCE and not isinstance(
+                exc, KeyWrongLastSequenceError
+            ):
+                raise
+            await self._release_current(key)
         log.info("lease_released", session_id=lease.session_id, holder=self.holder)
+
+    async def _release_current(self, key: str) -> None:
+        try:
+            entry = await self._kv.get(key)
+        except (KeyNotFoundError, NotFoundError):
+            return
+        if entry.value is None or entry.value.decode() != self.holder or entry.revision is None:
+            return  # another replica holds it now
+        with contextlib.suppress(APIError, KeyNotFoundError, NotFoundError):
+            await self._kv.delete(key, last=entry.revision)
 
 
 class LeaseKeeper:
@@ -79,23 +104,35 @@ class LeaseKeeper:
         self._leases, self.lease, self._interval = leases, lease, interval
         self.lost = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._renewing = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"lease-{self.lease.session_id}")
 
     async def _run(self) -> None:
-        while not self.lost.is_set():
+        while not self.lost.is_set() and not self._stopping:
             await asyncio.sleep(self._interval)
+            self._renewing = True
             try:
                 ok = await self._leases.renew(self.lease)
             except Exception as exc:
                 log.warning("lease_renew_failed", session_id=self.lease.session_id, error=str(exc))
                 continue
+            finally:
+                self._renewing = False
             if not ok:
                 self.lost.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
+        """Stop renewing. A renewal in flight is let finish rather than cancelled: cancelled,
+        it may land anyway and leave a stale revision for the release, and on Python 3.11
+        `asyncio.wait_for` (inside nats-py's request) can swallow the cancellation, leaving a
+        keeper that renews forever a lease no runner uses."""
+        self._stopping = True
+        if self._task is None:
+            return
+        if not self._renewing:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
