@@ -1,0 +1,37 @@
+"""The reliability suite's harness: a shared stack of real processes, and the summary tables
+every test adds to, printed at the end of the run whatever `-s` says."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.reliability.report import REPORT
+from tests.reliability.stack import Stack
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not REPORT.sections:
+        return
+    terminalreporter.section("reliability summary")
+    for line in REPORT.lines():
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+async def stack() -> AsyncIterator[Stack]:
+    """Every service as its own process behind a cuttable proxy, shared by the tests that
+    leave the system running (poison, hostile, scopes, load, shutdown)."""
+    system = Stack()
+    try:
+        await system.start()
+        yield system
+    except BaseException:
+        print(system.tails())
+        raise
+    finally:
+        await system.close()
+        if not os.environ.get("TAVERN_KEEP_STACK"):
+            system.remove()
