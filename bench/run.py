@@ -31,6 +31,7 @@ from bench import (  # noqa: F401 - importing registers benches
     consolidator_figures,
     figures,
     ledger,
+    load,
     loop_figures,
     projector_figures,
 )

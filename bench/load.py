@@ -1,0 +1,248 @@
+"""Load through the whole stack: N concurrent sessions x M turns with the offline model, the four
+services as separate processes (as `tavern up` runs them) on a fresh nats-server and PostgreSQL.
+
+Reports turns/s, p50/p99 turn latency (input published -> its turn/end seen), the peak consumer
+lag of every durable consumer and how long it took to drain after the load, the peak RSS of each
+process, and what was lost or doubled (checked from the outside, as the reliability suite does).
+The raw baseline beside it sends the same traffic with plain nats-py (one input and the turn's
+events appended per turn, no services): the bus cost of the same work.
+
+    .venv/bin/python -m bench.run --only load            # 200 sessions x 20 turns
+    .venv/bin/python -m bench.run --only load --count load=400 --count load_raw=400
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import nats
+
+from bench.registry import Env, Result, baseline, figure
+from tavern_events.ids import new_id
+from tests.reliability.driver import Driver
+from tests.reliability.scenario import quiesce, verify
+from tests.reliability.stack import Stack
+
+SESSIONS = 200
+TURNS = 20
+EVENTS_PER_TURN = 12
+"""About what a one-step offline turn appends (turn/start ... turn/end, chunks included)."""
+SAMPLE_EVERY_S = 0.5
+DRAIN_TIMEOUT_S = 120.0
+TURN_TIMEOUT_S = 60.0
+"""A turn not over by then counts as stuck (and shows up as lost); the load goes on."""
+
+
+def shape(n: int, sessions: int = SESSIONS) -> tuple[int, int]:
+    """`n` turns as (sessions, turns each): 200 x 20 at the full size, fewer sessions below."""
+    turns = min(TURNS, max(1, n // sessions)) if n >= sessions else max(1, min(TURNS, n // 2))
+    return max(1, min(sessions, n // turns)), turns
+
+
+def line(session: int, turn: int) -> str:
+    """Chat, a memory write, a variable write, a memory search: the whole stack each turn."""
+    kind = turn % 4
+    if kind == 1:
+        return f"remember that load session {session} saw number {turn}"
+    if kind == 2:
+        return f'call variable_set with {{"scope": "chat", "name": "n{turn}", "value": {turn}}}'
+    if kind == 3:
+        return "search memory for number"
+    return f"Hello from load session {session}, turn {turn}. How are you?"
+
+
+@dataclass
+class Samples:
+    lags: dict[str, int] = field(default_factory=dict)  # peak per consumer
+    rss: dict[str, int] = field(default_factory=dict)  # peak per process
+
+    def add(self, lags: dict[str, int], rss: dict[str, int]) -> None:
+        for name, lag in lags.items():
+            self.lags[name] = max(self.lags.get(name, 0), lag)
+        for name, size in rss.items():
+            self.rss[name] = max(self.rss.get(name, 0), size)
+
+
+@dataclass
+class LoadReport:
+    sessions: int
+    turns: int
+    seconds: float
+    latencies_ms: list[float]
+    outcomes: dict[str, int]
+    peaks: Samples
+    drained_s: float | None
+    lags_after: dict[str, int]
+    rss_after: dict[str, int]
+    latency_before_ms: float
+    latency_after_ms: float
+    lost: list[str]
+    doubled: list[str]
+    problems: list[str]
+
+    @property
+    def turns_per_s(self) -> float:
+        return len(self.latencies_ms) / self.seconds if self.seconds else 0.0
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.latencies_ms) or [0.0]
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{self.sessions} sessions x {self.turns} turns: {len(self.latencies_ms)} turns in "
+            f"{self.seconds:.1f} s = {self.turns_per_s:.1f} turns/s; outcomes {self.outcomes}",
+            f"turn latency p50 {self.percentile(50):.0f} ms, p99 {self.percentile(99):.0f} ms; "
+            f"idle probe p50 before {self.latency_before_ms:.0f} ms, after "
+            f"{self.latency_after_ms:.0f} ms",
+            f"lost {len(self.lost)}, doubled {len(self.doubled)}, malformed {len(self.problems)}",
+            "drained after the load in "
+            + (f"{self.drained_s:.1f} s" if self.drained_s is not None else "NEVER"),
+            "",
+            f"{'consumer':24} {'peak lag':>9} {'after':>6}",
+        ]
+        for name in sorted(self.peaks.lags):
+            out.append(f"{name:24} {self.peaks.lags[name]:>9} {self.lags_after.get(name, -1):>6}")
+        out += ["", f"{'process':14} {'peak MB':>8} {'after MB':>9}"]
+        for name in sorted(self.peaks.rss):
+            peak, after = self.peaks.rss[name] / 2**20, self.rss_after.get(name, 0) / 2**20
+            out.append(f"{name:14} {peak:>8.0f} {after:>9.0f}")
+        return out
+
+
+async def _sample(stack: Stack, samples: Samples, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(Exception):
+            samples.add(await stack.consumer_lags(), stack.rss())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), SAMPLE_EVERY_S)
+
+
+async def _probe(driver: Driver, count: int = 5) -> float:
+    """p50 latency (ms) of `count` one-turn conversations on an otherwise idle system."""
+    latencies = []
+    for _ in range(count):
+        sent = await driver.say(f"probe-{new_id()[-10:]}", "Hello, just checking.")
+        if await driver.wait(sent, 60) and sent.latency_s is not None:
+            latencies.append(sent.latency_s * 1000)
+    return statistics.median(latencies) if latencies else float("nan")
+
+
+async def _converse(driver: Driver, session_id: str, index: int, turns: int) -> list[float]:
+    found = []
+    for turn in range(turns):
+        sent = await driver.say(session_id, line(index, turn))
+        if await driver.wait(sent, TURN_TIMEOUT_S) and sent.latency_s is not None:
+            found.append(sent.latency_s * 1000)
+    return found
+
+
+async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
+    """Drive `sessions` x `turns` through a started stack; measure, drain, verify."""
+    assert stack.nc is not None
+    driver = Driver(stack.nc)
+    await driver.open()
+    before = await _probe(driver)
+    ids = [f"load-{i}-{new_id()[-8:]}" for i in range(sessions)]
+    samples, stop = Samples(), asyncio.Event()
+    sampler = asyncio.create_task(_sample(stack, samples, stop))
+    started = time.perf_counter()
+    found = await asyncio.gather(*(_converse(driver, s, i, turns) for i, s in enumerate(ids)))
+    seconds = time.perf_counter() - started
+    load_over = time.monotonic()
+    lags_after = await quiesce(stack, driver, timeout=DRAIN_TIMEOUT_S)
+    drained = time.monotonic() - load_over if all(v == 0 for v in lags_after.values()) else None
+    stop.set()
+    await sampler
+    after = await _probe(driver)
+    rss_after = stack.rss()
+    verdict = await verify(stack, driver, ids)
+    outcomes: dict[str, int] = {}
+    for s in ids:
+        for sent in driver.sent[s]:
+            outcomes[str(sent.outcome)] = outcomes.get(str(sent.outcome), 0) + 1
+    await driver.close()
+    return LoadReport(
+        sessions,
+        turns,
+        seconds,
+        [ms for per in found for ms in per],
+        outcomes,
+        samples,
+        drained,
+        lags_after,
+        rss_after,
+        before,
+        after,
+        verdict.lost,
+        verdict.doubled,
+        verdict.problems,
+    )
+
+
+@figure(
+    "load",
+    baseline="load_raw",
+    servers=("fsync",),
+    count=SESSIONS * TURNS,
+    description=f"{SESSIONS} concurrent sessions x {TURNS} turns through the whole stack "
+    "(4 service processes, offline model); rate = turns/s, latency = input -> turn/end",
+)
+async def load(env: Env, n: int) -> Result:
+    """Starts a stack of its own (nats-server, PostgreSQL, four services): `env` is unused."""
+    sessions, turns = shape(n)
+    stack = Stack(proxied=False, env={"TAVERN_LOG_LEVEL": "ERROR"})
+    try:
+        await stack.start()
+        report = await run_load(stack, sessions, turns)
+    finally:
+        await stack.close()
+        if not os.environ.get("TAVERN_KEEP_STACK"):
+            stack.remove()
+    for text in report.lines():
+        print(f"    {text}", flush=True)
+    if report.lost or report.doubled or report.problems:
+        print(f"    LOST {report.lost[:5]} DOUBLED {report.doubled[:5]} {report.problems[:5]}")
+    return Result(len(report.latencies_ms), report.seconds, tuple(report.latencies_ms))
+
+
+@baseline(
+    "load_raw",
+    servers=("fsync",),
+    count=SESSIONS * TURNS,
+    description=f"the load's bus traffic with plain nats-py: {SESSIONS} concurrent sessions, "
+    f"per turn one input and {EVENTS_PER_TURN} awaited appends to the session's subject",
+)
+async def load_raw(env: Env, n: int) -> Result:
+    sessions, turns = shape(n)
+    nc = await nats.connect(env.nats_url, name="bench-load-raw")
+    js = nc.jetstream(timeout=30)
+    try:
+        await js.add_stream(name="RAWLOAD", subjects=["rawload.>"])
+        body = json.dumps({"text": "x" * 180}).encode()
+
+        async def session(index: int) -> list[float]:
+            latencies = []
+            for turn in range(turns):
+                t0 = time.perf_counter()
+                await js.publish(f"rawload.input.s{index}", body, headers={"Nats-Msg-Id": new_id()})
+                for _ in range(EVENTS_PER_TURN):
+                    await js.publish(f"rawload.session.s{index}.e", body)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                del turn
+            return latencies
+
+        started = time.perf_counter()
+        found = await asyncio.gather(*(session(i) for i in range(sessions)))
+        seconds = time.perf_counter() - started
+    finally:
+        await nc.close()
+    latencies: Sequence[float] = [ms for per in found for ms in per]
+    return Result(len(latencies), seconds, tuple(latencies))
