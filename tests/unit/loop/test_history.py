@@ -3,6 +3,9 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tavern_events.context import ContextCompacted, ContextCompactedPayload, PruningRule
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import (
@@ -16,9 +19,17 @@ from tavern_events.step import StepStarted, StepStartedPayload
 from tavern_events.tool import ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
 from tavern_events.turn import TurnStarted, TurnStartedPayload
 from tavern_loop.domain.drafts import Drafter
-from tavern_loop.domain.history import CHECKPOINT_PREAMBLE, derive_messages, history_cut_points
+from tavern_loop.domain.history import (
+    CHECKPOINT_PREAMBLE,
+    Surface,
+    checkpoint_text,
+    derive_messages,
+    history_cut_points,
+)
+from tavern_loop.domain.pruner import PrunerConfig, prune_text
 from tavern_loop.domain.repair import repair_events
 from tavern_loop.domain.state import fold
+from tavern_loop.domain.tokens import messages_tokens
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -175,3 +186,128 @@ def test_repair_closes_an_interrupted_turn_with_synthetic_results() -> None:
         state.apply(event.model_copy(update={"seq": state.last_seq + 1}))
     assert state.open_turn is None
     assert repair_events(state, log.draft) == []
+
+
+# --- the incremental surface against a from-scratch reference --------------------------------
+
+
+def reference_messages(events: list[SessionEvent]) -> list[dict[str, object]]:
+    """The history recomputed from nothing at every read, the plain way."""
+    entries: list[tuple[int, dict[str, object], tuple[str, ...], str | None]] = []
+    summary: str | None = None
+    for event in events:
+        if isinstance(event, UserMessage):
+            entries.append((event.seq, {"role": "user", "content": event.payload.text}, (), None))
+        elif isinstance(event, AssistantMessage):
+            p = event.payload
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": "{}"}}
+                for c in p.tool_calls
+            ]
+            if not p.content and not calls:
+                continue
+            message: dict[str, object] = {"role": "assistant", "content": p.content or None}
+            if calls:
+                message["tool_calls"] = calls
+            entries.append((event.seq, message, tuple(c.id for c in p.tool_calls), None))
+        elif isinstance(event, ToolResult):
+            p2 = event.payload
+            tool = {"role": "tool", "tool_call_id": p2.call_id, "content": p2.content}
+            entries.append((event.seq, tool, (), p2.call_id))
+        elif isinstance(event, ContextCompacted):
+            c = event.payload
+            if c.strategy == "summary" and c.summary and c.replaces_through_seq:
+                entries = [e for e in entries if e[0] > c.replaces_through_seq]
+                summary = c.summary
+            elif c.strategy == "prune" and c.pruning is not None:
+                rule = c.pruning
+                config = PrunerConfig(rule.threshold_chars, rule.head_chars, rule.tail_chars)
+                kept = []
+                for seq, m, ids, of in entries:
+                    if of in c.pruned_call_ids:
+                        text = prune_text(str(m["content"]), config)
+                        m = {**m, "content": text} if text is not None else m
+                    kept.append((seq, m, ids, of))
+                entries = kept
+    asked = {i for _, _, ids, _ in entries for i in ids}
+    answered = {of for _, _, _, of in entries if of}
+    out: list[dict[str, object]] = []
+    if summary:
+        out.append({"role": "user", "content": checkpoint_text(summary)})
+    for _, m, ids, of in entries:
+        if of is not None:
+            if of in asked:
+                out.append(m)
+            continue
+        if not ids:
+            out.append(m)
+            continue
+        calls = [c for c in m["tool_calls"] if c["id"] in answered]  # type: ignore[attr-defined]
+        if len(calls) == len(ids):
+            out.append(m)
+            continue
+        shown = {k: v for k, v in m.items() if k != "tool_calls"}
+        if calls:
+            shown["tool_calls"] = calls
+        if shown.get("content") or calls:
+            out.append(shown)
+    return out
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), st.text("ab ", max_size=6)),
+        st.tuples(st.just("assistant"), st.text("xy", max_size=3), st.integers(0, 3)),
+        st.tuples(st.just("result"), st.integers(0, 12), st.text("r", min_size=0, max_size=120)),
+        st.tuples(st.just("summary"), st.integers(1, 40)),
+        st.tuples(st.just("prune"), st.lists(st.integers(0, 12), min_size=1, max_size=3)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_the_incremental_surface_equals_a_fresh_computation_after_every_event(
+    ops: list[tuple[object, ...]],
+) -> None:
+    log, surface, made = Log(), Surface(), 0
+    for op in ops:
+        before = len(log.events)
+        if op[0] == "user":
+            user(log, str(op[1]))
+        elif op[0] == "assistant":
+            count = int(op[2])  # type: ignore[call-overload]
+            assistant(log, str(op[1]), *(f"c{made + i}" for i in range(count)))
+            made += count
+        elif op[0] == "result":
+            result(log, f"c{op[1]}", str(op[2]))
+        elif op[0] == "summary":
+            through = min(int(op[1]), len(log.events))  # type: ignore[call-overload]
+            if through:
+                payload = ContextCompactedPayload(
+                    strategy="summary",
+                    trigger="pressure",
+                    summary=f"S{through}",
+                    replaces_through_seq=through,
+                    tokens_before=10,
+                    tokens_after=5,
+                )
+                log.add(ContextCompacted, payload)
+        else:
+            rule = PruningRule(threshold_chars=80, head_chars=10, tail_chars=5)
+            payload = ContextCompactedPayload(
+                strategy="prune",
+                trigger="pressure",
+                pruned_call_ids=tuple(f"c{i}" for i in op[1]),  # type: ignore[attr-defined]
+                pruning=rule,
+                tokens_before=10,
+                tokens_after=5,
+            )
+            log.add(ContextCompacted, payload)
+        for event in log.events[before:]:
+            surface.apply(event)
+        expected = reference_messages(log.events)
+        assert surface.messages() == expected
+        assert surface.tokens() == messages_tokens(expected)
+        assert derive_messages(log.events) == expected

@@ -48,7 +48,9 @@ class AgentProfile:
         system = await self.kernel()
         params: dict[str, Any] = {"system": system, "profile": self.label}
         if self.binding.context_mode != MANAGED:
-            return RequestPlan(system, self.schemas, held.messages(), params)
+            history = held.messages()
+            tokens = held.surface.tokens()
+            return RequestPlan(system, self.schemas, history, params, history_tokens=tokens)
         nodes = held.surface.nodes()
         kernel = system_tokens(system) + tools_tokens(self.schemas)
         budget = Budget(window, kernel, self.options.projection)

@@ -30,12 +30,17 @@ class RequestPlan:
     projection: Projection | None = None
     """Agent-managed mode: the projection to record as `request/projection`."""
     surface_generation: int = 0
+    history_tokens: int | None = None
+    """`messages_tokens(history)` when the caller already knows it (the surface keeps it)."""
 
     def messages(self) -> list[Message]:
         return [{"role": "system", "content": self.system}, *self.history]
 
     def estimate(self) -> int:
-        return system_tokens(self.system) + tools_tokens(self.tools) + messages_tokens(self.history)
+        history = self.history_tokens
+        if history is None:
+            history = messages_tokens(self.history)
+        return system_tokens(self.system) + tools_tokens(self.tools) + history
 
 
 class Profile(Protocol):

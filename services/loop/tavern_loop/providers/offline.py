@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
+from tavern_loop.domain.tokens import BLOCK_OVERHEAD, ROLE_OVERHEAD, tools_tokens
 from tavern_loop.providers.base import (
     ChatRequest,
     ProviderError,
@@ -98,17 +99,21 @@ def offered_tools(tools: list[dict[str, Any]]) -> set[str]:
 
 
 def prompt_tokens(request: ChatRequest) -> int:
-    """About one token per four characters of the serialised messages and tool schemas."""
-    chars = len(json.dumps(request.messages, ensure_ascii=False, default=str))
-    if request.tools:
-        chars += len(json.dumps(request.tools, ensure_ascii=False, default=str))
-    return math.ceil(chars / CHARS_PER_TOKEN)
+    """About a token per four characters of text, a few per message, plus the tool schemas
+    (kept cheap: a stand-in should not cost each step a walk through every call)."""
+    chars = sum(len(c) for m in request.messages if isinstance(c := m.get("content"), str))
+    calls = sum(
+        len(c["function"]["arguments"]) for m in request.messages for c in m.get("tool_calls") or ()
+    )
+    overhead = (ROLE_OVERHEAD + BLOCK_OVERHEAD) * len(request.messages)
+    return math.ceil((chars + calls) / CHARS_PER_TOKEN) + overhead + tools_tokens(request.tools)
 
 
 def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
     """Decide the reply from the conversation alone."""
-    said = [m for m in messages if m.get("role") != "system" and not is_recall(m)]
-    last = said[-1] if said else {}
+    last = next(
+        (m for m in reversed(messages) if m.get("role") != "system" and not is_recall(m)), {}
+    )
     if last.get("role") == "tool":
         return Reply(text=summarise_results(messages))
     if last.get("role") != "user":
@@ -163,15 +168,15 @@ def summarise_results(messages: list[dict[str, Any]]) -> str:
     """'Done: tool -> result preview; ...' for the results after the last tool-calling turn."""
     names: dict[str, str] = {}
     results: list[dict[str, Any]] = []
-    for message in messages:
+    for message in reversed(messages):
         if message.get("role") == "assistant" and message.get("tool_calls"):
             names = {
                 c.get("id", ""): c.get("function", {}).get("name", "?")
                 for c in message["tool_calls"]
             }
-            results = []
-        elif message.get("role") == "tool":
-            results.append(message)
+            break
+        if message.get("role") == "tool":
+            results.insert(0, message)
     parts = [f"{names.get(r.get('tool_call_id', ''), 'tool')} -> {_preview(r)}" for r in results]
     return "Done: " + "; ".join(parts)
 
@@ -201,8 +206,13 @@ def text_deltas(text: str) -> list[StreamDelta]:
 
 
 def call_ids(messages: list[dict[str, Any]], calls: tuple[ToolRequest, ...]) -> list[str]:
-    """`call_<n>_<hash>`: the hash covers the conversation, so ids differ from step to step."""
-    history = json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str)
+    """`call_<n>_<hash>`: the hash covers the length of the conversation and its last message,
+    so ids differ from step to step (hashing all of it would cost each step the whole
+    history)."""
+    last = messages[-1] if messages else {}
+    history = f"{len(messages)}\x00" + json.dumps(
+        last, sort_keys=True, ensure_ascii=False, default=str
+    )
     ids = []
     for index, call in enumerate(calls):
         seed = f"{history}\x00{index}\x00{call.tool}\x00{call.arguments}"
