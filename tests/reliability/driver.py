@@ -44,6 +44,8 @@ class Sent:
     text: str
     kind: str = "message"
     sent_at: float = 0.0
+    claimed_at: float | None = None
+    """When a turn/start or step/start claiming it was seen (core subscription, may miss)."""
     ended_at: float | None = None
     outcome: str | None = None
     attempts: int = 0
@@ -82,6 +84,10 @@ class Driver:
         if event.get("type") in ("turn/start", "step/start"):
             claimed = [c["input_id"] for c in event.get("payload", {}).get("claimed", [])]
             self._claims.setdefault((session_id, turn), []).extend(claimed)
+            for input_id in claimed:
+                sent = self._by_id.get(input_id)
+                if sent is not None and sent.claimed_at is None:
+                    sent.claimed_at = time.monotonic()
         elif event.get("type") == "turn/end":
             outcome = event.get("payload", {}).get("outcome")
             for input_id in self._claims.pop((session_id, turn), []):

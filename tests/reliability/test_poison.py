@@ -198,7 +198,9 @@ async def test_poison_on_every_stream_is_dead_lettered_and_consumers_keep_going(
 
 
 async def _input_round(stack: Stack, driver: Driver) -> list[Outcome]:
-    """INPUTS: poison for the dispatcher; after each, a good message's turn must start."""
+    """INPUTS: poison for the dispatcher; after each, a good message must be claimed by a turn
+    (what the dispatcher's work ends in) and that turn must complete. Settled is the time to
+    the claim: the turn's own length is the model's and the ledger's, not the consumer's."""
     outcomes = []
     key = f"pzinp{new_id()[-8:]}"
     subject = subjects.session_input(key, "message")
@@ -208,7 +210,8 @@ async def _input_round(stack: Stack, driver: Driver) -> list[Outcome]:
         started = time.monotonic()
         good = await driver.say(f"pzgood{new_id()[-8:]}", "Hello after the poison")
         if await driver.wait(good, SETTLE_TIMEOUT_S) and good.outcome == "completed":
-            outcome.settled_s = time.monotonic() - started
+            done = good.claimed_at if good.claimed_at is not None else time.monotonic()
+            outcome.settled_s = done - started
         outcomes.append(outcome)
     return outcomes
 
