@@ -111,7 +111,7 @@ def prompt_tokens(request: ChatRequest) -> int:
 
 def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
     """Decide the reply from the conversation alone."""
-    last = next(
+    last: dict[str, Any] = next(
         (m for m in reversed(messages) if m.get("role") != "system" and not is_recall(m)), {}
     )
     if last.get("role") == "tool":
