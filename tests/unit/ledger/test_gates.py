@@ -98,6 +98,17 @@ def test_injections_are_quarantined(text: str, reason: str) -> None:
         ("card 5500-0000-0000-0004", "card"),
         ("身份证号 11010519491231002X", "national_id"),
         ("SSN 123-45-6789", "national_id"),
+        ("IBAN DE89 3704 0044 0532 0130 00", "bank_account"),
+        ("pay GB82WEST12345698765432 today", "bank_account"),
+        ("Passport number E12345678", "passport"),
+        ("护照号：E12345678", "passport"),
+        ("I was born on 1985-03-14 in Lyon", "birth_date"),
+        ("DOB: 14/03/1985", "birth_date"),
+        ("my birthday is March 14, 1985", "birth_date"),
+        ("生日 1985年3月14日", "birth_date"),
+        ("I live at 42 Wallaby Way, Sydney", "address"),
+        ("send it to 221B Baker Street", "address"),
+        ("我家在中山路88号", "address"),
     ],
 )
 def test_private_data_is_quarantined_by_default(text: str, kind: str) -> None:
@@ -125,6 +136,12 @@ def test_private_data_is_redacted_when_configured() -> None:
         "build 20240101123456789 done",  # an id, not a resident id checksum
         "version 1.2.3, 42 tests, 3000 ms",
         "timestamp 1700000000123",
+        "IBAN-like GB82 WEST 1234 5698 7654 33",  # fails MOD 97
+        "the meeting is on 2024-05-01",  # a date, not a birth date
+        "born in 1985",  # a year alone
+        "I have 3 cats and 2 dogs",
+        "Version 2.1 Release Notes",
+        "the passport office opens at 9",
     ],
 )
 def test_numbers_that_are_not_private_data_pass(text: str) -> None:

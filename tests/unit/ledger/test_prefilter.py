@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tavern_ledger.domain import patterns
 from tavern_ledger.domain.patterns import (
+    ADDRESS_PREFILTER,
     DIGITS_PREFILTER,
     EMAIL_PREFILTER,
     INJECTION_PATTERNS,
@@ -63,6 +64,11 @@ PRIVATE = [
     "身份证号 11010519491231002X",
     "SSN 123-45-6789",
     "+1 (212) 555 0199",
+    "IBAN DE89 3704 0044 0532 0130 00",
+    "Passport number E12345678",
+    "I was born on 1985-03-14",
+    "I live at 42 Wallaby Way",
+    "我家在中山路88号",
 ]
 FRAGMENTS = [
     *(text for _, text in SECRETS),
@@ -96,12 +102,12 @@ def every_match_named(
 def every_private_span(text: str) -> list[Span]:
     """`find_private` with both prefilters forced to hit."""
     hit = re.compile("")
-    original = patterns.DIGITS_PREFILTER, patterns.EMAIL_PREFILTER
-    patterns.DIGITS_PREFILTER = patterns.EMAIL_PREFILTER = hit
+    original = patterns.DIGITS_PREFILTER, patterns.EMAIL_PREFILTER, patterns.ADDRESS_PREFILTER
+    patterns.DIGITS_PREFILTER = patterns.EMAIL_PREFILTER = patterns.ADDRESS_PREFILTER = hit
     try:
         return find_private(text)
     finally:
-        patterns.DIGITS_PREFILTER, patterns.EMAIL_PREFILTER = original
+        patterns.DIGITS_PREFILTER, patterns.EMAIL_PREFILTER, patterns.ADDRESS_PREFILTER = original
 
 
 def reference_normalise(text: str) -> str:
@@ -130,7 +136,8 @@ def test_every_known_injection_passes_the_injection_prefilter(text: str) -> None
 
 @pytest.mark.parametrize("text", PRIVATE)
 def test_every_known_private_datum_passes_a_private_prefilter(text: str) -> None:
-    assert DIGITS_PREFILTER.search(text) or EMAIL_PREFILTER.search(text)
+    prefilters = (DIGITS_PREFILTER, EMAIL_PREFILTER, ADDRESS_PREFILTER)
+    assert any(p.search(text) for p in prefilters)
     assert find_private(text)
 
 
@@ -140,6 +147,7 @@ def test_plain_prose_is_ruled_out_by_every_prefilter() -> None:
     assert not INJECTION_PREFILTER.search(text)
     assert not DIGITS_PREFILTER.search(text)
     assert not EMAIL_PREFILTER.search(text)
+    assert not ADDRESS_PREFILTER.search(text)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -165,6 +173,11 @@ PRIVATE_PATTERNS = {
     "us_ssn": (DIGITS_PREFILTER, patterns._US_SSN),
     **{f"phone_{i}": (DIGITS_PREFILTER, p) for i, p in enumerate(patterns._PHONE_PATTERNS)},
     "email": (EMAIL_PREFILTER, patterns._EMAIL),
+    "iban": (DIGITS_PREFILTER, patterns._IBAN),
+    "passport": (DIGITS_PREFILTER, patterns._PASSPORT),
+    "birth_date": (DIGITS_PREFILTER, patterns._BIRTH_DATE),
+    "street": (ADDRESS_PREFILTER, patterns._STREET),
+    "cn_street": (ADDRESS_PREFILTER, patterns._CN_STREET),
 }
 EVERY_PATTERN = {
     **{name: (SECRET_PREFILTER, p) for name, p in SECRET_PATTERNS},

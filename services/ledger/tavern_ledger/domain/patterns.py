@@ -1,5 +1,6 @@
 """What the write gate looks for: credentials, prompt injection (English and Chinese) and private
-data (emails, phone numbers, Luhn-valid card numbers, national id shapes).
+data (emails, phone numbers, Luhn-valid card numbers, national id shapes, checked IBANs, passport
+numbers, dates of birth and street addresses).
 
 Each finder returns named findings; the gate decides what to do with them.
 """
@@ -291,6 +292,60 @@ _PHONE_PATTERNS = (
     re.compile(r"(?<![\w+])\+\d{1,3}[ .-]?\(?\d{1,4}\)?(?:[ .-]?\d{2,4}){2,4}(?!\d)", _A),
     re.compile(r"(?<![\w-])\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?![\d-])", _A),
 )
+_IBAN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])", _A
+)
+_PASSPORT = re.compile(
+    r"(?:passport|护照)(?:\s*(?:no\.?|number|num\.?|#|号码|号))?\s*(?:is|:|\uff1a|#)?\s*"
+    r"(?P<value>[A-Z]{0,2}\d{2}[A-Z0-9]{4,7})(?![A-Za-z0-9])",
+    re.IGNORECASE | _A,
+)
+_DATE = (
+    r"(?:(?:19|20)\d{2}[-/.](?:0?[1-9]|1[0-2])[-/.](?:0?[1-9]|[12]\d|3[01])"
+    r"|(?:0?[1-9]|[12]\d|3[01])[-/.](?:0?[1-9]|1[0-2])[-/.](?:19|20)\d{2}"
+    r"|(?:19|20)\d{2}年(?:0?[1-9]|1[0-2])月(?:0?[1-9]|[12]\d|3[01])日"
+    r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? (?:0?[1-9]|[12]\d|3[01])"
+    r"(?:st|nd|rd|th)?,? (?:19|20)\d{2}"
+    r"|(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)? (?:of )?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept"
+    r"|Oct|Nov|Dec)[a-z]*,? (?:19|20)\d{2})(?!\d)"
+)
+_BIRTH_DATE = re.compile(
+    r"(?:\bborn\b|\bbirthday\b|date of birth|\bd\.?o\.?b\b|出生|生日)[^\n.;。]{0,24}?"
+    rf"(?P<value>{_DATE})",
+    re.IGNORECASE | _A,
+)
+_STREET = re.compile(
+    r"(?<![\w-])\d{1,5}[A-Za-z]?,? (?:[A-Z][a-z']+ ){1,3}"
+    r"(?:Street|St|Road|Rd|Avenue|Ave|Way|Lane|Ln|Drive|Dr|Boulevard|Blvd|Court|Ct|Place|Pl"
+    r"|Terrace|Crescent|Close|Square|Sq|Parkway|Highway|Hwy|Strasse|Straße|Rue)\b\.?",
+    _A,
+)
+_CN_STREET = re.compile(
+    r"[\u4e00-\u9fff]{1,6}(?:路|街|道|巷|弄)\d{1,5}(?:号|號)(?:\d{1,5}(?:室|楼))?", _A
+)
+_IBAN_LENGTHS = {
+    "AD": 24,
+    "AT": 20,
+    "BE": 16,
+    "CH": 21,
+    "CN": 0,
+    "CZ": 24,
+    "DE": 22,
+    "DK": 18,
+    "ES": 24,
+    "FI": 18,
+    "FR": 27,
+    "GB": 22,
+    "IE": 22,
+    "IT": 27,
+    "LU": 20,
+    "NL": 18,
+    "NO": 15,
+    "PL": 28,
+    "PT": 25,
+    "SE": 24,
+}
+"""Known national IBAN lengths (others: 15 to 34 characters)."""
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _CN_ID_CHECK = "10X98765432"
 
@@ -312,6 +367,19 @@ def cn_id_valid(value: str) -> bool:
     return _CN_ID_CHECK[total % 11] == value[17].upper()
 
 
+def iban_valid(value: str) -> bool:
+    """ISO 13616: the length for its country and the MOD 97-10 check digits."""
+    compact = value.replace(" ", "").upper()
+    expected = _IBAN_LENGTHS.get(compact[:2])
+    if expected is not None and len(compact) != expected:
+        return False
+    if not 15 <= len(compact) <= 34 or not compact[2:4].isdigit():
+        return False
+    moved = compact[4:] + compact[:4]
+    number = "".join(str(int(c, 36)) for c in moved)
+    return int(number) % 97 == 1
+
+
 def _card(match: re.Match[str]) -> bool:
     digits = re.sub(r"\D", "", match.group())
     return 13 <= len(digits) <= 19 and len(set(digits)) > 1 and luhn_valid(digits)
@@ -324,12 +392,18 @@ def _phone(match: re.Match[str]) -> bool:
 DIGITS_PREFILTER = re.compile(r"\d[ -]?\d", _A)
 """Cards, ids and phone numbers each hold two digits at most one space or hyphen apart."""
 EMAIL_PREFILTER = re.compile(r"@[A-Za-z0-9-]", _A)
+ADDRESS_PREFILTER = re.compile(r"\d{1,5}[A-Za-z]?,? [A-Z]|[路街道巷弄]\d", _A)
+"""A street address starts with a house number before a capitalised name (or, in Chinese, a
+street name ends just before the number)."""
 
 
 def find_private(text: str) -> list[Span]:
     """Private data in `text`, earliest first; overlapping finds keep the more specific kind."""
     found: list[Span] = []
     if DIGITS_PREFILTER.search(text):
+        _collect(found, "bank_account", _IBAN, text, lambda m: iban_valid(m.group()))
+        _collect(found, "passport", _PASSPORT, text, None, group="value")
+        _collect(found, "birth_date", _BIRTH_DATE, text, None, group="value")
         _collect(found, "card", _CARD, text, _card)
         _collect(found, "national_id", _CN_ID, text, lambda m: cn_id_valid(m.group()))
         _collect(found, "national_id", _US_SSN, text, None)
@@ -337,6 +411,9 @@ def find_private(text: str) -> list[Span]:
             _collect(found, "phone", pattern, text, _phone)
     if EMAIL_PREFILTER.search(text):
         _collect(found, "email", _EMAIL, text, None)
+    if ADDRESS_PREFILTER.search(text):
+        _collect(found, "address", _STREET, text, None)
+        _collect(found, "address", _CN_STREET, text, None)
     return sorted(found, key=lambda s: s.start)
 
 
@@ -346,11 +423,13 @@ def _collect(
     pattern: re.Pattern[str],
     text: str,
     valid: Callable[[re.Match[str]], bool] | None,
+    *,
+    group: int | str = 0,
 ) -> None:
     for match in pattern.finditer(text):
         if valid is not None and not valid(match):
             continue
-        span = Span(kind, match.start(), match.end())
+        span = Span(kind, match.start(group), match.end(group))
         if not any(span.start < s.end and s.start < span.end for s in found):
             found.append(span)
 
