@@ -227,6 +227,14 @@ async def test_secrets_are_blocked_and_injections_never_recalled(stack: Stack) -
     assert [k for k in leaks if k[0] == "secrets"] == []
     assert [k for k in leaks if k[0] == "injections"] == []
     assert released, "a released injection comes back in a recall"
+    let_through = [
+        (f.item.id, path)
+        for f in feds
+        if f.item.family == "private"
+        for path, outcome in f.outcomes.items()
+        if outcome == "let through"
+    ]
+    assert let_through == [], "private data stored as ordinary evidence"
 
 
 def _ingested(stack: Stack) -> Any:
