@@ -3,13 +3,12 @@ every test adds to, printed at the end of the run whatever `-s` says."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 
 import pytest
 
 from tests.reliability.report import REPORT
-from tests.reliability.stack import Stack
+from tests.reliability.stack import Stack, running_stack
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -24,14 +23,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 async def stack() -> AsyncIterator[Stack]:
     """Every service as its own process behind a cuttable proxy, shared by the tests that
     leave the system running (poison, hostile, scopes, load, shutdown)."""
-    system = Stack()
-    try:
-        await system.start()
+    async with running_stack() as system:
         yield system
-    except BaseException:
-        print(system.tails())
-        raise
-    finally:
-        await system.close()
-        if not os.environ.get("TAVERN_KEEP_STACK"):
-            system.remove()

@@ -17,7 +17,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -353,3 +353,20 @@ class Stack:
 
     def unexpected_exits(self) -> list[Exit]:
         return [e for s in self.services.values() for e in s.unexpected]
+
+
+@contextlib.asynccontextmanager
+async def running_stack() -> AsyncIterator[Stack]:
+    """A started stack, closed (and, unless TAVERN_KEEP_STACK is set, removed) afterwards; the
+    services' log tails are printed if it fails."""
+    system = Stack()
+    try:
+        await system.start()
+        yield system
+    except BaseException:
+        print(system.tails())
+        raise
+    finally:
+        await system.close()
+        if not os.environ.get("TAVERN_KEEP_STACK"):
+            system.remove()

@@ -26,7 +26,7 @@ from tavern_events.ids import new_id
 from tests.reliability.driver import Driver
 from tests.reliability.report import REPORT, table
 from tests.reliability.scenario import Conversation, converse, quiesce, verify
-from tests.reliability.stack import SERVICES, Stack
+from tests.reliability.stack import SERVICES, Stack, running_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -87,17 +87,8 @@ def fault_plan() -> list[Fault]:
 @pytest.fixture(scope="module")
 async def fault_stack() -> AsyncIterator[Stack]:
     """A stack of its own: nothing else runs on it, so every dead letter is a finding."""
-    system = Stack()
-    try:
-        await system.start()
+    async with running_stack() as system:
         yield system
-    except BaseException:
-        print(system.tails())
-        raise
-    finally:
-        await system.close()
-        if not os.environ.get("TAVERN_KEEP_STACK"):
-            system.remove()
 
 
 async def _canary(driver: Driver, started: float) -> float | None:
