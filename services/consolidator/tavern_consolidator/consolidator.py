@@ -15,7 +15,6 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from tavern_consolidator.config import ConsolidatorSettings
-from tavern_consolidator.consumer import BatchConsumer
 from tavern_consolidator.distillation import Distillation, Retry
 from tavern_consolidator.domain import policy, throttle
 from tavern_consolidator.dreaming import Dreaming
@@ -31,6 +30,7 @@ from tavern_consolidator.store import batches, connection
 from tavern_events.streams import LEDGER, SESSIONS
 from tavern_loop.providers import LLMConfig, build_router
 from tavern_runtime import dlq
+from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
 from tavern_runtime.provision import ConsumerSpec
@@ -146,7 +146,7 @@ class Consolidator:
             self.settings.consolidator_timeout_s,
         )
         for consumer in self.consumers:
-            consumer.start(self.js())
+            consumer.start(self._broker.connection, self.js())
             watcher = await dlq.watch_max_deliveries(
                 self._broker.connection,
                 self.js(),

@@ -6,32 +6,14 @@ Only this package touches the driver; callers hand in a connection (inside their
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
-from tavern_consolidator.errors import translated
-from tavern_runtime.pg import Pool
+from tavern_runtime.pgerrors import PoolSource as PoolSource
+from tavern_runtime.pgerrors import connection as connection
+from tavern_runtime.pgerrors import transaction as transaction
 
 Conn = Any
 """An asyncpg connection (asyncpg ships no type information)."""
-PoolSource = Callable[[], Pool]
-
-
-@asynccontextmanager
-async def transaction(pool: PoolSource) -> AsyncIterator[Conn]:
-    """A connection inside one transaction: committed on exit, rolled back on error."""
-    with translated():
-        async with pool().acquire() as conn, conn.transaction():
-            yield conn
-
-
-@asynccontextmanager
-async def connection(pool: PoolSource) -> AsyncIterator[Conn]:
-    """A pooled connection for reads (autocommit)."""
-    with translated():
-        async with pool().acquire() as conn:
-            yield conn
 
 
 def to_json(value: Any) -> str | None:
