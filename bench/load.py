@@ -81,6 +81,8 @@ class LoadReport:
     drained_s: float | None
     lags_after: dict[str, int]
     rss_after: dict[str, int]
+    cpu_s: dict[str, float]
+    """CPU seconds each process spent while the load ran."""
     latency_before_ms: float
     latency_after_ms: float
     lost: list[str]
@@ -110,10 +112,17 @@ class LoadReport:
         ]
         for name in sorted(self.peaks.lags):
             out.append(f"{name:24} {self.peaks.lags[name]:>9} {self.lags_after.get(name, -1):>6}")
-        out += ["", f"{'process':14} {'peak MB':>8} {'after MB':>9}"]
+        out += [
+            "",
+            f"{'process':14} {'peak MB':>8} {'after MB':>9} {'CPU s':>7} {'CPU/turn ms':>12}",
+        ]
+        turns = max(1, len(self.latencies_ms))
         for name in sorted(self.peaks.rss):
             peak, after = self.peaks.rss[name] / 2**20, self.rss_after.get(name, 0) / 2**20
-            out.append(f"{name:14} {peak:>8.0f} {after:>9.0f}")
+            cpu = self.cpu_s.get(name, 0.0)
+            out.append(
+                f"{name:14} {peak:>8.0f} {after:>9.0f} {cpu:>7.1f} {cpu * 1000 / turns:>12.1f}"
+            )
         return out
 
 
@@ -153,9 +162,11 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
     ids = [f"load-{i}-{new_id()[-8:]}" for i in range(sessions)]
     samples, stop = Samples(), asyncio.Event()
     sampler = asyncio.create_task(_sample(stack, samples, stop))
+    cpu_before = stack.cpu()
     started = time.perf_counter()
     found = await asyncio.gather(*(_converse(driver, s, i, turns) for i, s in enumerate(ids)))
     seconds = time.perf_counter() - started
+    cpu = {name: used - cpu_before.get(name, 0.0) for name, used in stack.cpu().items()}
     load_over = time.monotonic()
     lags_after = await quiesce(stack, driver, timeout=DRAIN_TIMEOUT_S)
     drained = time.monotonic() - load_over if all(v == 0 for v in lags_after.values()) else None
@@ -179,6 +190,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
         drained,
         lags_after,
         rss_after,
+        cpu,
         before,
         after,
         verdict.lost,

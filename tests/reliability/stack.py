@@ -86,6 +86,20 @@ def pss_bytes(pid: int | None) -> int:
     return 0
 
 
+def cpu_seconds(pid: int | None, *, reaped: bool = False) -> float:
+    """CPU time (user + system) one process has used; with `reaped`, also its waited-for
+    children's (how Postgres's finished backends are counted)."""
+    if pid is None:
+        return 0.0
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        if reaped:
+            ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -337,6 +351,18 @@ class Stack:
         postmaster = pids["postgres"]
         backends = children_of(postmaster) if postmaster else []
         found["postgres"] = sum(pss_bytes(p) for p in [postmaster, *backends])
+        return found
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds each process has used so far; for Postgres the postmaster, its live
+        backends and the backends that have exited."""
+        pids = self.pids()
+        found = {name: cpu_seconds(pid) for name, pid in pids.items() if name != "postgres"}
+        postmaster = pids["postgres"]
+        backends = children_of(postmaster) if postmaster else []
+        found["postgres"] = cpu_seconds(postmaster, reaped=True) + sum(
+            cpu_seconds(p) for p in backends
+        )
         return found
 
     async def consumer_lags(self) -> dict[str, int]:
