@@ -28,17 +28,17 @@ class InvalidIdError(ValueError):
 
 def validate_id(value: str, *, what: str = "id") -> str:
     """Return `value` if it is a legal subject id, else raise `InvalidIdError` naming `what`."""
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InvalidIdError(f"invalid {what} {value!r}: must match {ID_PATTERN}")
     return value
 
 
 def is_valid_id(value: str) -> bool:
-    return isinstance(value, str) and bool(_ID.match(value))
+    return isinstance(value, str) and bool(_ID.fullmatch(value))
 
 
 def _token(value: str, *, what: str) -> str:
-    if not _TOKEN.match(value):
+    if not _TOKEN.fullmatch(value):
         raise InvalidIdError(f"invalid {what} {value!r}: lower-case word expected")
     return value
 

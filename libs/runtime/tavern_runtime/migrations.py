@@ -86,13 +86,13 @@ class MigrationReport:
 
 def parse_filename(filename: str) -> tuple[int, str] | None:
     """`"003_add_index.sql"` -> `(3, "add_index")`; anything else -> None."""
-    match = _FILE.match(filename)
+    match = _FILE.fullmatch(filename)
     return (int(match.group(1)), match.group(2)) if match else None
 
 
 def migration_set(schema: str, migrations: Sequence[Migration]) -> MigrationSet:
     """Validate and order: a legal schema name, versions 1..N with no gap or duplicate."""
-    if not _SCHEMA.match(schema):
+    if not _SCHEMA.fullmatch(schema):
         raise MigrationError(f"invalid schema name {schema!r}")
     ordered = tuple(sorted(migrations, key=lambda m: m.version))
     versions = [m.version for m in ordered]

@@ -666,7 +666,7 @@ def _result_payload(outcome: ToolCallOutcome) -> ToolResultPayload:
 
 
 def _tool_source(name: str) -> str:
-    return f"tool:{name}" if _SOURCE_NAME.match(name) else "tool:unknown"
+    return f"tool:{name}" if _SOURCE_NAME.fullmatch(name) else "tool:unknown"
 
 
 def _last_human_text(events: Sequence[SessionEvent]) -> str:

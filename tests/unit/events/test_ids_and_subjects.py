@@ -12,8 +12,19 @@ from tavern_events.subjects import InvalidIdError
 from tavern_events.union import EVENT_MODELS, decode, msg_id_for, subject_for
 from tests.unit.events.goldens import golden
 
-BAD_IDS = ["a.b", "*", ">", "s_1.>", "a b", "x" * 65, "", "tab\t", "ünïcode"]
-BAD_ID_NAMES = ["dot", "star", "gt", "dot-gt", "space", "65-chars", "empty", "tab", "non-ascii"]
+BAD_IDS = ["a.b", "*", ">", "s_1.>", "a b", "x" * 65, "", "tab\t", "ünïcode", "nl\n"]
+BAD_ID_NAMES = [
+    "dot",
+    "star",
+    "gt",
+    "dot-gt",
+    "space",
+    "65-chars",
+    "empty",
+    "tab",
+    "non-ascii",
+    "trailing-newline",
+]
 
 
 def _expected_subject(event_type: str) -> str:

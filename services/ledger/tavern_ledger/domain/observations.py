@@ -99,7 +99,7 @@ def backlink_tier(row: ObservationRow, resolvable: set[str] | None = None) -> st
         if resolvable is None or all(e in resolvable for e in row.evidence_ids):
             return "verifiable"
         return "unverifiable_foreign"
-    if not DERIVED_ID.match(row.id):
+    if not DERIVED_ID.fullmatch(row.id):
         return "unknown"
     own = observation_id(row.scope_id, row.subject, row.predicate, row.claim_domain, row.text, [])
     return "missing_backlink" if own == row.id else "unverifiable_foreign"

@@ -26,7 +26,7 @@ def test_name_validation_accepts_restricted_names(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["", "1abc", ".x", "-x", "a b", "a/b", "a*", "名字", "A" * 65, "a\x00", "a>"]
+    "name", ["", "1abc", ".x", "-x", "a b", "a/b", "a*", "名字", "A" * 65, "a\x00", "a>", "a\n"]
 )
 def test_name_validation_refuses_other_names(name: str) -> None:
     with pytest.raises(Invalid, match="invalid variable name"):

@@ -77,7 +77,7 @@ class Plan:
 
 def validate_name(name: str) -> str:
     """A variable name: 1-64 characters, a letter or underscore first, then `[A-Za-z0-9_.-]`."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise Invalid(f"invalid variable name {name!r}: must match {NAME_PATTERN}")
     return name
 
