@@ -19,13 +19,15 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import nats
 
 from bench.registry import Env, Result, baseline, figure
+from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
+from tavern_events.tool import ToolResult
 from tests.reliability.driver import Driver
 from tests.reliability.scenario import quiesce, verify
 from tests.reliability.stack import Stack
@@ -83,6 +85,8 @@ class LoadReport:
     rss_after: dict[str, int]
     cpu_s: dict[str, float]
     """CPU seconds each process spent while the load ran."""
+    tools: dict[str, int]
+    """Tool results by outcome: `ok`, or the error code the model was shown."""
     latency_before_ms: float
     latency_after_ms: float
     lost: list[str]
@@ -105,6 +109,8 @@ class LoadReport:
             f"idle probe p50 before {self.latency_before_ms:.0f} ms, after "
             f"{self.latency_after_ms:.0f} ms",
             f"lost {len(self.lost)}, doubled {len(self.doubled)}, malformed {len(self.problems)}",
+            "tool results: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(self.tools.items())) or "none"),
             "drained after the load in "
             + (f"{self.drained_s:.1f} s" if self.drained_s is not None else "NEVER"),
             "",
@@ -124,6 +130,17 @@ class LoadReport:
                 f"{name:14} {peak:>8.0f} {after:>9.0f} {cpu:>7.1f} {cpu * 1000 / turns:>12.1f}"
             )
         return out
+
+
+def tool_outcomes(events: Iterable[SessionEvent]) -> dict[str, int]:
+    """How the tool calls of some logs ended: `ok`, or the error code of the result."""
+    counts: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, ToolResult):
+            error = event.payload.error
+            key = "ok" if event.payload.ok else (error.code if error is not None else "error")
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 async def _sample(stack: Stack, samples: Samples, stop: asyncio.Event) -> None:
@@ -175,6 +192,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
     after = await _probe(driver)
     rss_after = stack.rss()
     verdict = await verify(stack, driver, ids)
+    tools = tool_outcomes(e for check in verdict.checks for e in check.log)
     outcomes: dict[str, int] = {}
     for s in ids:
         for sent in driver.sent[s]:
@@ -191,6 +209,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
         lags_after,
         rss_after,
         cpu,
+        tools,
         before,
         after,
         verdict.lost,
