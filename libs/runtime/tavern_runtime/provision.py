@@ -389,3 +389,8 @@ async def _live_drift(
         managed.pop("num_replicas")
     stream_info = await js.stream_info(spec.name)
     return compare(f"stream {spec.name}", managed, stream_config(spec), stream_info.config)
+
+
+def durables_of(specs: Iterable[ConsumerSpec]) -> tuple[tuple[str, str], ...]:
+    """(stream, consumer name) of each spec: what `/metrics` reports the lag of."""
+    return tuple((spec.stream, spec.name) for spec in specs)

@@ -44,6 +44,9 @@ class ServiceResources:
     streams: tuple[str, ...] = ()
     postgres: bool = False
     pool: pg.Pool | None = None
+    durables: tuple[tuple[str, str], ...] = ()
+    """(stream, consumer) of the durable consumers the service reads with its own pull loops
+    (not FastStream subscribers): `/metrics` reports their lag too."""
 
 
 def resources_of(app: FastStream) -> ServiceResources:
@@ -216,7 +219,8 @@ def _health_server(
         nc = connection()
         lags = []
         if nc is not None and nc.is_connected:
-            lags = await consumer_lags(nc.jetstream(), jetstream_durables(broker.subscribers))
+            durables = dict.fromkeys([*resources.durables, *jetstream_durables(broker.subscribers)])
+            lags = await consumer_lags(nc.jetstream(), durables)
         return metrics.render(lags)
 
     return health.HealthServer(

@@ -18,7 +18,7 @@ from tavern_loop.providers import LLMConfig
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
-from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.provision import ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
 
 SERVICE = consolidator.SERVICE
@@ -42,7 +42,7 @@ def build_app(settings: ConsolidatorSettings, llm: LLMConfig | None = None) -> F
     from `TAVERN_LLM_*` unless `llm` is given."""
     broker = build_broker(settings, SERVICE)
     handlers.register(broker)
-    resources = ServiceResources(streams=STREAMS, postgres=True)
+    resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
     service = consolidator.Consolidator(settings, resources, broker, llm or LLMConfig())
     context = ContextRepo()
     context.set_global(RESOURCES_KEY, resources)

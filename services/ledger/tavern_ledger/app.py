@@ -19,7 +19,7 @@ from tavern_ledger.ledger import SERVICE as LEDGER_SERVICE
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
-from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.provision import ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
 
 SERVICE = LEDGER_SERVICE
@@ -39,7 +39,7 @@ def build_app(settings: LedgerSettings) -> FastStream:
     """The only wiring of the service; opens nothing until the app starts."""
     broker = build_broker(settings, SERVICE)
     handlers.register(broker, settings)
-    resources = ServiceResources(streams=STREAMS, postgres=True)
+    resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
     context = ContextRepo()
     context.set_global(RESOURCES_KEY, resources)
     ledger = Ledger(settings, resources, broker)

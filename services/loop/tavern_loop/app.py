@@ -17,7 +17,7 @@ from tavern_loop.engine import LoopEngine, default_parts
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet
-from tavern_runtime.provision import LEASES, ConsumerSpec
+from tavern_runtime.provision import LEASES, ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources
 
 SERVICE = handlers.SERVICE
@@ -37,7 +37,9 @@ def build_app(settings: LoopSettings) -> FastStream:
     broker = build_broker(settings, SERVICE)
     handlers.register(broker)
     context = ContextRepo()
-    context.set_global(RESOURCES_KEY, ServiceResources(streams=STREAMS))
+    context.set_global(
+        RESOURCES_KEY, ServiceResources(streams=STREAMS, durables=durables_of(CONSUMERS))
+    )
     app = FastStream(
         broker,
         context=context,

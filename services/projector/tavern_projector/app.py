@@ -21,7 +21,7 @@ from tavern_projector.startup import rebuild_if_outdated
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
-from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.provision import ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
 
 SERVICE = handlers.SERVICE
@@ -40,7 +40,7 @@ def migrations() -> MigrationSet:
 def build_app(settings: ProjectorSettings) -> FastStream:
     """The only wiring of the service; opens nothing until the app starts."""
     broker = build_broker(settings, SERVICE)
-    resources = ServiceResources(streams=STREAMS, postgres=True)
+    resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
     core = Core(settings, resources)
     core.broker = broker
     handlers.register(broker, core)

@@ -13,8 +13,8 @@ from faststream import FastStream
 from faststream.nats import JStream, PullSub
 
 from tavern_runtime.bus import build_broker
-from tavern_runtime.provision import ConsumerSpec, provision
-from tavern_runtime.service import serve
+from tavern_runtime.provision import ConsumerSpec, durables_of, provision
+from tavern_runtime.service import RESOURCES_KEY, ServiceResources, serve
 from tavern_runtime.settings import TavernSettings
 from tests.support import eventually
 
@@ -58,8 +58,36 @@ async def test_metrics_show_pending_and_ack_pending_of_a_durable(
         await nc.close()
 
 
-def _health_url(data_dir: Path) -> str | None:
-    record = data_dir / "run" / "probe.health"
+async def test_metrics_show_the_lag_of_consumers_the_service_reads_with_its_own_loop(
+    tmp_path: Path, nats_url: str
+) -> None:
+    """A durable read by the service's own pull loop (no FastStream subscriber) is named in
+    `ServiceResources.durables` and its lag is on `/metrics` too."""
+    consumer = ConsumerSpec("own-loop", "SESSIONS", ("tavern.session.>",), max_deliver=3)
+    nc = await nats.connect(nats_url)
+    await provision(nc.jetstream(), consumers=[consumer])
+    settings = TavernSettings(nats_url=nats_url, data_dir=tmp_path, health_port=0)
+    broker = build_broker(settings, "owner", on_lost=lambda: None)
+    app = FastStream(broker)
+    app.context.set_global(RESOURCES_KEY, ServiceResources(durables=durables_of([consumer])))
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve("owner", app, settings, stop=stop))
+    try:
+        for i in range(4):
+            await nc.jetstream().publish(f"tavern.session.s{i}.session.created", b"{}")
+        url = await eventually(lambda: _health_url(tmp_path, "owner"), timeout=10)
+        wanted = [
+            'tavern_consumer_pending{service="owner",stream="SESSIONS",consumer="own-loop"} 4'
+        ]
+        await eventually(lambda: _metrics_have(url, wanted), timeout=10, interval=0.2)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 20) == 0
+        await nc.close()
+
+
+def _health_url(data_dir: Path, name: str = "probe") -> str | None:
+    record = data_dir / "run" / f"{name}.health"
     return str(json.loads(record.read_text())["url"]) if record.exists() else None
 
 
