@@ -46,8 +46,7 @@ async def _copied_observations(tavern: Tavern, n: int) -> bool:
 
 async def counts(tavern: Tavern) -> dict[str, int]:
     tables = ("consolidator.candidate_memory", "consolidator.dream_run", "consolidator.forget_mark",
-              "ledger.observation", "consolidator.observation", "ledger.candidate_memory",
-              "ledger.dream_run")  # fmt: skip
+              "ledger.observation", "consolidator.observation")  # fmt: skip
     return {t: await tavern.db.fetchval(f"SELECT count(*) FROM {t}") for t in tables}
 
 
@@ -66,7 +65,7 @@ async def test_dry_run_writes_nothing_and_apply_writes_only_the_pool(tavern: Tav
     after = await counts(tavern)
     assert after["consolidator.candidate_memory"] == 3
     assert after["consolidator.dream_run"] == 1
-    unchanged = ("ledger.observation", "consolidator.observation", "ledger.candidate_memory")
+    unchanged = ("ledger.observation", "consolidator.observation")
     assert all(after[t] == before[t] for t in unchanged)
     consensus = await tavern.db.fetchrow(
         "SELECT * FROM consolidator.candidate_memory WHERE state = 'consensus'"
@@ -107,3 +106,11 @@ async def test_human_decisions_survive_reruns_and_weigh_in_the_profile(tavern: T
     assert trace["origin"]["event_id"] == origin["source_event_id"]
     assert profile["stableFacts"] == []
     assert {c["section"] for c in profile["candidates"]} == {"user_model"}
+
+
+async def test_dreaming_tables_live_only_in_the_consolidator_schema(tavern: Tavern) -> None:
+    found = await tavern.db.fetch(
+        "SELECT table_schema || '.' || table_name AS name FROM information_schema.tables "
+        "WHERE table_name IN ('candidate_memory', 'dream_run') ORDER BY 1"
+    )
+    assert [r["name"] for r in found] == ["consolidator.candidate_memory", "consolidator.dream_run"]
