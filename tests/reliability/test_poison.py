@@ -11,7 +11,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ import pytest
 from tavern_cli import catalog
 from tavern_consolidator import handlers as consolidator_handlers
 from tavern_events import subjects
+from tavern_events.dlq import DeadLetter
 from tavern_events.ids import new_id
 from tavern_ledger import handlers as ledger_handlers
 from tavern_ledger.handlers import consolidation as ledger_consolidation
@@ -49,6 +50,8 @@ class Outcome:
     stream_seq: int
     consumers: list[str]
     dead_letter: str | None = None
+    refused_by: set[str] = field(default_factory=set)
+    """The consumers that dead-lettered it (each leaves its own record)."""
     settled_s: float | None = None
 
     @property
@@ -101,11 +104,17 @@ async def _publish_then_good(
 
 
 async def _find_dead_letters(stack: Stack, outcomes: list[Outcome]) -> None:
-    letters = {(d.stream, d.stream_seq): d for d in await dead_letters(stack.nc)}  # type: ignore[arg-type]
+    letters: dict[tuple[str, int], list[DeadLetter]] = {}
+    for d in await dead_letters(stack.nc):  # type: ignore[arg-type]
+        letters.setdefault((d.stream, d.stream_seq), []).append(d)
     for outcome in outcomes:
-        found = letters.get((outcome.stream, outcome.stream_seq))
-        if found is not None:
-            outcome.dead_letter = f"{found.consumer}: {found.reason[:60] or 'NO REASON'}"
+        found = letters.get((outcome.stream, outcome.stream_seq), [])
+        if found:
+            first = found[0]
+            outcome.dead_letter = f"{first.consumer}: {first.reason[:60] or 'NO REASON'}"
+            if any(not d.reason for d in found):
+                outcome.dead_letter += " NO REASON"
+        outcome.refused_by = {d.consumer for d in found}
 
 
 def _good_session_event(session_id: str) -> tuple[str, bytes]:
@@ -182,13 +191,17 @@ async def test_poison_on_every_stream_is_dead_lettered_and_consumers_keep_going(
             o.poison.name,
             o.verdict,
             f"{o.settled_s:.2f}" if o.settled_s is not None else "STUCK",
-            ",".join(n.removeprefix("projector-") for n in o.consumers),
+            ",".join(
+                n.removeprefix("projector-") + ("*" if n in o.refused_by else "")
+                for n in o.consumers
+            ),
         ]
         for o in outcomes
     ]
     tried = Counter(o.stream for o in outcomes)
     REPORT.add(
-        f"poison on streams ({len(outcomes)} messages: {dict(tried)})",
+        f"poison on streams ({len(outcomes)} messages: {dict(tried)}; consumer* = dead-lettered "
+        "by that consumer, one record each)",
         table(["stream subject", "poison", "outcome", "settled s", "consumers"], rows),
     )
     bad = [

@@ -40,9 +40,10 @@ class Origin:
     deliveries: int
 
 
-def dead_letter_id(stream: str, stream_seq: int) -> str:
-    """The `Nats-Msg-Id` of a dead letter: one record per stored message, however often sent."""
-    return f"dlq-{stream}-{stream_seq}"
+def dead_letter_id(stream: str, stream_seq: int, consumer: str) -> str:
+    """The `Nats-Msg-Id` of a dead letter: one record per stored message and consumer, however
+    often sent (a message several consumers refuse gets a record from each, with its reason)."""
+    return f"dlq-{stream}-{stream_seq}-{consumer}"
 
 
 def build_record(
@@ -77,8 +78,11 @@ def build_record(
 
 
 async def publish_record(js: JetStreamContext, record: DeadLetter) -> PubAck:
-    """Store `record` on the DLQ stream; a second record for the same message is deduplicated."""
-    headers = {Header.MSG_ID.value: dead_letter_id(record.stream, record.stream_seq)}
+    """Store `record` on the DLQ stream; the same consumer's second record for the same message
+    is deduplicated."""
+    headers = {
+        Header.MSG_ID.value: dead_letter_id(record.stream, record.stream_seq, record.consumer)
+    }
     ack = await js.publish(
         record.dlq_subject, encode_dead_letter(record), stream=DLQ.name, headers=headers
     )

@@ -50,8 +50,11 @@ def test_record_caps_large_data_and_says_so() -> None:
     assert record.data_size == len(data)
 
 
-def test_dead_letter_id_is_one_per_stored_message() -> None:
-    assert dead_letter_id("INPUTS", 42) == "dlq-INPUTS-42"
+def test_dead_letter_id_is_one_per_stored_message_and_consumer() -> None:
+    assert dead_letter_id("INPUTS", 42, "loop-dispatch") == "dlq-INPUTS-42-loop-dispatch"
+    assert dead_letter_id("SESSIONS", 7, "projector-chat") != dead_letter_id(
+        "SESSIONS", 7, "ledger-ingest"
+    )
 
 
 def test_parse_advisory_reads_stream_position_and_consumer() -> None:
