@@ -23,7 +23,7 @@ from tavern_events.skips import SkipCounter, Skipped
 from tavern_events.union import decode_or_skip
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.ledger import gate_config
-from tavern_ledger.stores import bindings, outbox, rpc
+from tavern_ledger.stores import bindings, catchup, outbox, rpc
 from tavern_ledger.stores.context import StoreContext
 from tavern_ledger.stores.domain.bindings import effect_of
 from tavern_ledger.stores.domain.limits import StoreLimits
@@ -106,7 +106,17 @@ class StoreHandlers:
             global_enabled=self.global_enabled,
             limits=self.limits,
             gate=self.gate,
+            catch_up=partial(self.catch_up, resources),
         )
+
+    async def catch_up(self, resources: ServiceResources, session_id: str) -> bool:
+        """Apply `session_id`'s binding from its log (see `stores.catchup`)."""
+        js = self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S)
+        effects = await catchup.binding_effects(js, session_id)
+        if not effects:
+            return False
+        async with _pool(resources).acquire() as conn:
+            return await catchup.apply_effects(conn, effects)
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> None:
         js = self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S)

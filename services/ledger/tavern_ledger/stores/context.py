@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -27,3 +27,5 @@ class StoreContext:
     gate: Callable[[str, str], GateOutcome] = memory_gate
     now: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_id
+    catch_up: Callable[[str], Awaitable[bool]] | None = None
+    """Read an unknown session's binding from its log (the RPC layer retries once after it)."""

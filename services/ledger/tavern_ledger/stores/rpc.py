@@ -24,6 +24,7 @@ from tavern_ledger.stores.errors import (
     RateLimited,
     StoreUnavailable,
     TooLarge,
+    UnknownSession,
 )
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
@@ -90,7 +91,7 @@ async def serve(
 async def _run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest) -> Reply:
     try:
         async with asyncio.timeout(ctx.limits.deadline_s):
-            reply = await op.run(ctx, request)
+            reply = await _bound_run(ctx, op, request)
     except TimeoutError:
         raise DeadlineExceeded(
             f"{op.name} did not finish within {ctx.limits.deadline_s}s"
@@ -99,6 +100,18 @@ async def _run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreReque
         log.error("store_database_failed", op=op.name, error=type(exc).__name__, detail=str(exc))
         raise StoreUnavailable("the store's database is unavailable; try again") from None
     return _bounded(reply, ctx.limits.max_reply_bytes)
+
+
+async def _bound_run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest) -> Reply:
+    """Run `op`; a session whose binding has not reached the store yet is read from its log
+    once and the operation run again."""
+    try:
+        return await op.run(ctx, request)
+    except UnknownSession:
+        if ctx.catch_up is None or not await ctx.catch_up(request.session_id):
+            raise
+        log.info("binding_caught_up", session_id=request.session_id, op=op.name)
+        return await op.run(ctx, request)
 
 
 def _check_rate(limiter: RateLimiter, session_id: str, now: float) -> None:

@@ -108,3 +108,28 @@ async def test_malformed_session_event_is_dead_lettered_and_the_consumer_moves_o
     assert record.subject == "tavern.session.s5.session.created"
     await eventually(lambda: settled(ledger), timeout=10)
     assert await ledger.binding("s5") is None
+
+
+async def test_a_request_ahead_of_the_bindings_consumer_reads_the_binding_from_the_log(
+    ledger: Ledger,
+) -> None:
+    """Under load the bindings consumer can lag far behind; a session's first tool call must
+    not fail with unknown_session: the store reads the binding from the session's log."""
+    await ledger.js.pause_consumer("SESSIONS", "ledger-bindings", "2099-01-01T00:00:00Z")
+    try:
+        await ledger.append(created("s-fresh", "chat-f", "char_f", ledger.next_seq("s-fresh")))
+        await ledger.append(to_st("s-fresh", ledger.next_seq("s-fresh")))
+        reply = await ledger.call(
+            "memory.write",
+            {"session_id": "s-fresh", "turn": 1, "scope": "chat", "content": "likes green tea"},
+        )
+        assert reply.get("error") is None, reply
+        binding = await ledger.binding("s-fresh")
+        assert binding is not None
+        assert (binding["chat_id"], binding["architecture"]) == ("chat-f", "st")
+        unknown = await ledger.call(
+            "memory.search", {"session_id": "s-never-created", "turn": 1, "query": "tea"}
+        )
+        assert unknown["error"]["code"] == "unknown_session"
+    finally:
+        await ledger.js.resume_consumer("SESSIONS", "ledger-bindings")

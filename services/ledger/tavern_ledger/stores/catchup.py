@@ -1,0 +1,54 @@
+"""A session's binding read straight from its log, for a request that arrives before the
+bindings consumer has applied it (a busy system can lag by thousands of events, and a session's
+first tool call comes right after its `session/created`). The scope still comes from the
+session's own log, never from the request."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from tavern_events import subjects
+from tavern_events.envelope import SessionEvent
+from tavern_events.errors import ContractError
+from tavern_events.streams import SESSIONS
+from tavern_events.union import decode
+from tavern_ledger.stores import bindings
+from tavern_ledger.stores.bindings import Conn
+from tavern_ledger.stores.domain.bindings import Effect, effect_of
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+BINDING_EVENTS = ("session/created", "session/binding-changed")
+
+CatchUp = Callable[[str], Awaitable[bool]]
+"""Apply `session_id`'s binding from its log; True if the session is bound now."""
+
+
+async def binding_effects(js: JetStreamContext, session_id: str) -> list[Effect]:
+    """The last `session/created` and `session/binding-changed` of the session, in log order."""
+    found: list[SessionEvent] = []
+    for event_type in BINDING_EVENTS:
+        try:
+            msg = await js.get_last_msg(
+                SESSIONS.name, subjects.session_event(session_id, event_type)
+            )
+        except NotFoundError:
+            continue
+        try:
+            found.append(decode(msg.data or b"", SessionEvent))
+        except ContractError as exc:  # the bindings consumer dead-letters it; nothing to apply
+            log.warning("binding_unreadable", session_id=session_id, error=str(exc))
+    effects = [effect_of(e) for e in sorted(found, key=lambda e: e.seq)]
+    return [e for e in effects if e is not None]
+
+
+async def apply_effects(conn: Conn, effects: list[Effect]) -> bool:
+    """Apply in order (idempotent: a binding older than the stored one is stale)."""
+    applied = False
+    for effect in effects:
+        applied = await bindings.apply(conn, effect) != "missing" or applied
+    return applied
