@@ -35,10 +35,23 @@ def messages_tokens(messages: Iterable[dict[str, Any]]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
+_TOOLS_SEEN: dict[int, tuple[list[dict[str, Any]], int]] = {}
+_TOOLS_SEEN_MOST = 1024
+
+
 def tools_tokens(schemas: list[dict[str, Any]]) -> int:
+    """Tokens of the tool schemas. A registry hands out the same list for every request, so the
+    count is kept per list (it would otherwise serialise every schema several times a step)."""
     if not schemas:
         return 0
-    return math.ceil(len(json.dumps(schemas)) / CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+    seen = _TOOLS_SEEN.get(id(schemas))
+    if seen is not None and seen[0] is schemas:
+        return seen[1]
+    tokens = math.ceil(len(json.dumps(schemas)) / CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+    if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MOST:
+        _TOOLS_SEEN.pop(next(iter(_TOOLS_SEEN)))
+    _TOOLS_SEEN[id(schemas)] = (schemas, tokens)  # the list is kept, so its id is not reused
+    return tokens
 
 
 def system_tokens(system: str | None) -> int:

@@ -90,6 +90,7 @@ class ToolRegistry:
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
+        self._schemas: list[dict[str, Any]] | None = None
         for tool in tools or []:
             self.register(tool)
 
@@ -103,6 +104,7 @@ class ToolRegistry:
             raise ConfigurationError(f"tool {name!r} has an invalid schema: {exc.message}") from exc
         self._tools[name] = tool
         self._validators[name] = Draft202012Validator(tool.spec.parameters)
+        self._schemas = None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -114,8 +116,11 @@ class ToolRegistry:
         return list(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The tools in OpenAI function-tool format (only name, description, parameters)."""
-        return [_function_schema(tool.spec) for tool in self._tools.values()]
+        """The tools in OpenAI function-tool format (only name, description, parameters); the
+        same list until a tool is registered (callers must not change it)."""
+        if self._schemas is None:
+            self._schemas = [_function_schema(tool.spec) for tool in self._tools.values()]
+        return self._schemas
 
 
 def _function_schema(spec: ToolSpec) -> dict[str, Any]:
