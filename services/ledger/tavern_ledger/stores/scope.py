@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from tavern_ledger.stores import audit, bindings
 from tavern_ledger.stores.bindings import Conn
 from tavern_ledger.stores.domain.requests import StoreRequest
@@ -12,9 +10,6 @@ from tavern_ledger.stores.errors import UnknownSession
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
-
-BINDING_WAIT_S = (0.05, 0.1, 0.2, 0.4)
-"""Pauses while a just-created session's binding is still on its way from the session log."""
 
 
 async def resolve_scope(conn: Conn, session_id: str) -> Scopes:
@@ -25,19 +20,9 @@ async def resolve_scope(conn: Conn, session_id: str) -> Scopes:
     return scopes_of(binding)
 
 
-async def resolve_waiting(conn: Conn, session_id: str) -> Scopes:
-    """`resolve_scope`, waiting briefly for a binding the consumer has not applied yet."""
-    for pause in BINDING_WAIT_S:
-        try:
-            return await resolve_scope(conn, session_id)
-        except UnknownSession:
-            await asyncio.sleep(pause)
-    return await resolve_scope(conn, session_id)
-
-
 async def authorise(conn: Conn, request: StoreRequest, tool: str) -> Scopes:
     """The session's scopes; a request naming another scope is audited, then refused."""
-    scopes = await resolve_waiting(conn, request.session_id)
+    scopes = await resolve_scope(conn, request.session_id)  # unknown: the RPC layer catches up
     forged = forged_claims(scopes, request.addressed_scope, request.claims())
     if forged:
         await refuse(conn, request, scopes, tool, "forged scope ids", forged)
