@@ -20,7 +20,6 @@ from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip
 from tavern_ledger.config import LedgerSettings
-from tavern_ledger.consumer import BatchConsumer
 from tavern_ledger.domain.composer import ComposerConfig
 from tavern_ledger.domain.extract import ExtractConfig
 from tavern_ledger.domain.gates import GateConfig
@@ -37,6 +36,7 @@ from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
 from tavern_ledger.store import lexicon
 from tavern_ledger.transfer import Transfer
 from tavern_runtime import dlq
+from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.errors import ConcurrencyConflict, TransientError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool

@@ -1,6 +1,6 @@
-"""The ingestion batch reader against a real JetStream: batches in stream order, acked once
-handled; a failed batch (and what was fetched meanwhile) comes back; a stop hands back at once
-what it fetched but did not hand over."""
+"""The ordered batch reader (ledger ingestion, consolidator intake) against a real JetStream:
+batches in stream order, acked once handled; a failed batch (and what was fetched meanwhile)
+comes back; a stop hands back at once what it fetched but did not hand over."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from tavern_ledger.consumer import BatchConsumer
+from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.provision import ConsumerSpec
 from tests.support import eventually
 

@@ -1,8 +1,8 @@
-"""The ingestion consumer's retry backoff (pure)."""
+"""The ordered batch consumer's retry backoff (pure)."""
 
 from __future__ import annotations
 
-from tavern_ledger.consumer import MAX_RETRY_DELAY_S, retry_delay
+from tavern_runtime.batchconsumer import MAX_RETRY_DELAY_S, retry_delay
 
 
 def test_retry_delay_doubles_per_delivery_up_to_a_minute() -> None:
