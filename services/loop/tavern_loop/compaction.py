@@ -14,7 +14,7 @@ from typing import Any
 from tavern_events.context import ContextCompacted, ContextCompactedPayload, PruningRule
 from tavern_events.envelope import SessionEvent
 from tavern_events.tool import ToolResult
-from tavern_loop.domain.history import derive_messages, history_cut_points
+from tavern_loop.domain.history import Node, derive_messages, history_cut_points, surface_of
 from tavern_loop.domain.pruner import PrunerConfig, prune_text
 from tavern_loop.domain.tokens import message_tokens, messages_tokens, system_tokens, tools_tokens
 from tavern_loop.options import CompactionOptions
@@ -71,8 +71,14 @@ def prune_payload(
     )
 
 
-def summary_cut(log: Sequence[SessionEvent], retain_tokens: int) -> int | None:
-    """The last seq to replace, keeping at least `retain_tokens` (and the newest unit) intact."""
+def summary_cut(
+    log: Sequence[SessionEvent], retain_tokens: int, surface: Sequence[Node] | None = None
+) -> int | None:
+    """The last seq to replace, keeping at least `retain_tokens` (and the newest unit) intact.
+
+    One pass: a cut point falls where no call is open, so the history after it is exactly the
+    surface's messages that come from later entries (the checkpoint counts by its own seq).
+    `surface`: the log's surface nodes when the caller keeps them (else they are derived)."""
     done = max(
         (
             e.payload.replaces_through_seq or 0
@@ -82,9 +88,14 @@ def summary_cut(log: Sequence[SessionEvent], retain_tokens: int) -> int | None:
         default=0,
     )
     cuts = [seq for seq in history_cut_points(log) if seq > done]
+    nodes = surface_of(log).nodes() if surface is None else surface
+    shown = sorted((n.seq, message_tokens(n.message)) for n in nodes)
+    tail, index = 0, len(shown)
     for seq in reversed(cuts[:-1]):
-        tail = derive_messages([e for e in log if e.seq > seq])
-        if messages_tokens(tail) >= retain_tokens:
+        while index and shown[index - 1][0] > seq:
+            index -= 1
+            tail += shown[index][1]
+        if tail >= retain_tokens:
             return seq
     return None
 

@@ -18,6 +18,7 @@ from tavern_events.parts import ClaimedInput, ToolCallPart
 from tavern_events.step import StepStarted, StepStartedPayload
 from tavern_events.tool import ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
 from tavern_events.turn import TurnStarted, TurnStartedPayload
+from tavern_loop.compaction import summary_cut
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import (
     CHECKPOINT_PREAMBLE,
@@ -254,6 +255,42 @@ def reference_messages(events: list[SessionEvent]) -> list[dict[str, object]]:
     return out
 
 
+def apply_op(log: Log, op: tuple[object, ...], made: int) -> int:
+    """Add the events of one generated operation; how many calls were made so far."""
+    if op[0] == "user":
+        user(log, str(op[1]))
+    elif op[0] == "assistant":
+        count = int(op[2])  # type: ignore[call-overload]
+        assistant(log, str(op[1]), *(f"c{made + i}" for i in range(count)))
+        made += count
+    elif op[0] == "result":
+        result(log, f"c{op[1]}", str(op[2]))
+    elif op[0] == "summary":
+        through = min(int(op[1]), len(log.events))  # type: ignore[call-overload]
+        if through:
+            payload = ContextCompactedPayload(
+                strategy="summary",
+                trigger="pressure",
+                summary=f"S{through}",
+                replaces_through_seq=through,
+                tokens_before=10,
+                tokens_after=5,
+            )
+            log.add(ContextCompacted, payload)
+    else:
+        rule = PruningRule(threshold_chars=80, head_chars=10, tail_chars=5)
+        payload = ContextCompactedPayload(
+            strategy="prune",
+            trigger="pressure",
+            pruned_call_ids=tuple(f"c{i}" for i in op[1]),  # type: ignore[attr-defined]
+            pruning=rule,
+            tokens_before=10,
+            tokens_after=5,
+        )
+        log.add(ContextCompacted, payload)
+    return made
+
+
 _ops = st.lists(
     st.one_of(
         st.tuples(st.just("user"), st.text("ab ", max_size=6)),
@@ -274,40 +311,38 @@ def test_the_incremental_surface_equals_a_fresh_computation_after_every_event(
     log, surface, made = Log(), Surface(), 0
     for op in ops:
         before = len(log.events)
-        if op[0] == "user":
-            user(log, str(op[1]))
-        elif op[0] == "assistant":
-            count = int(op[2])  # type: ignore[call-overload]
-            assistant(log, str(op[1]), *(f"c{made + i}" for i in range(count)))
-            made += count
-        elif op[0] == "result":
-            result(log, f"c{op[1]}", str(op[2]))
-        elif op[0] == "summary":
-            through = min(int(op[1]), len(log.events))  # type: ignore[call-overload]
-            if through:
-                payload = ContextCompactedPayload(
-                    strategy="summary",
-                    trigger="pressure",
-                    summary=f"S{through}",
-                    replaces_through_seq=through,
-                    tokens_before=10,
-                    tokens_after=5,
-                )
-                log.add(ContextCompacted, payload)
-        else:
-            rule = PruningRule(threshold_chars=80, head_chars=10, tail_chars=5)
-            payload = ContextCompactedPayload(
-                strategy="prune",
-                trigger="pressure",
-                pruned_call_ids=tuple(f"c{i}" for i in op[1]),  # type: ignore[attr-defined]
-                pruning=rule,
-                tokens_before=10,
-                tokens_after=5,
-            )
-            log.add(ContextCompacted, payload)
+        made = apply_op(log, op, made)
         for event in log.events[before:]:
             surface.apply(event)
         expected = reference_messages(log.events)
         assert surface.messages() == expected
         assert surface.tokens() == messages_tokens(expected)
         assert derive_messages(log.events) == expected
+
+
+def reference_summary_cut(log: list[SessionEvent], retain_tokens: int) -> int | None:
+    """The definition: the newest cut whose tail, derived alone, keeps `retain_tokens`."""
+    done = max(
+        (
+            e.payload.replaces_through_seq or 0
+            for e in log
+            if isinstance(e, ContextCompacted) and e.payload.strategy == "summary"
+        ),
+        default=0,
+    )
+    cuts = [seq for seq in history_cut_points(log) if seq > done]
+    for seq in reversed(cuts[:-1]):
+        if messages_tokens(derive_messages([e for e in log if e.seq > seq])) >= retain_tokens:
+            return seq
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops, st.integers(0, 400))
+def test_the_one_pass_summary_cut_equals_its_definition(
+    ops: list[tuple[object, ...]], retain: int
+) -> None:
+    log, made = Log(), 0
+    for op in ops:
+        made = apply_op(log, op, made)
+    assert summary_cut(log.events, retain) == reference_summary_cut(log.events, retain)
