@@ -10,9 +10,10 @@ import hashlib
 import json
 import math
 import re
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tavern_loop.domain.tokens import BLOCK_OVERHEAD, ROLE_OVERHEAD, tools_tokens
 from tavern_loop.providers.base import (
@@ -99,14 +100,39 @@ def offered_tools(tools: list[dict[str, Any]]) -> set[str]:
 
 
 def prompt_tokens(request: ChatRequest) -> int:
-    """About a token per four characters of text, a few per message, plus the tool schemas
-    (kept cheap: a stand-in should not cost each step a walk through every call)."""
-    chars = sum(len(c) for m in request.messages if isinstance(c := m.get("content"), str))
-    calls = sum(
-        len(c["function"]["arguments"]) for m in request.messages for c in m.get("tool_calls") or ()
-    )
+    """About a token per four characters of text, a few per message, plus the tool schemas."""
+    chars = sum(_facts(m).chars for m in request.messages)
     overhead = (ROLE_OVERHEAD + BLOCK_OVERHEAD) * len(request.messages)
-    return math.ceil((chars + calls) / CHARS_PER_TOKEN) + overhead + tools_tokens(request.tools)
+    return math.ceil(chars / CHARS_PER_TOKEN) + overhead + tools_tokens(request.tools)
+
+
+class _Facts(NamedTuple):
+    """What the stand-in reads from one history message, kept while the message is reused."""
+
+    message: dict[str, Any]  # held, so that its id is not reused while cached
+    chars: int  # text content and tool-call arguments
+    recalled: tuple[Recalled, ...]  # empty unless it carries recalled context
+
+
+_FACTS: OrderedDict[int, _Facts] = OrderedDict()
+_FACTS_MOST = 65_536
+"""The loop hands the same message objects to every request of a session (the history is
+folded incrementally), so each message is read once rather than once per request."""
+
+
+def _facts(message: dict[str, Any]) -> _Facts:
+    found = _FACTS.get(id(message))
+    if found is not None and found.message is message:
+        return found
+    content = message.get("content")
+    chars = len(content) if isinstance(content, str) else 0
+    chars += sum(len(c["function"]["arguments"]) for c in message.get("tool_calls") or ())
+    recalled = tuple(recalled_lines(message)) if is_recall(message) else ()
+    facts = _Facts(message, chars, recalled)
+    _FACTS[id(message)] = facts
+    if len(_FACTS) > _FACTS_MOST:
+        _FACTS.popitem(last=False)
+    return facts
 
 
 def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
@@ -138,8 +164,9 @@ def recalled_context(messages: list[dict[str, Any]]) -> list[Recalled]:
     """Recalled lines, most recent message first, each line once."""
     seen: dict[Recalled, None] = {}
     for message in reversed(messages):
-        if is_recall(message):
-            seen.update(dict.fromkeys(recalled_lines(message)))
+        recalled = _facts(message).recalled
+        if recalled:
+            seen.update(dict.fromkeys(recalled))
     return list(seen)
 
 
