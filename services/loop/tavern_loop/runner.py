@@ -94,6 +94,8 @@ class SessionRunner:
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+            if self.held is not None:
+                await self.held.close()
             await self._keeper.stop()
             if not self._keeper.lost.is_set():
                 await self._leases.release(self.lease)

@@ -1,14 +1,19 @@
 """One session's log as the runner holds it: the events so far, their fold, and appends.
 
-Events are staged (numbered, folded, visible to `derive_messages`) and flushed to the stream
-before anything outside depends on them: a model request, a tool execution, the end of a turn.
-A crash loses only staged events, which no one has seen, or leaves a durable prefix of them,
-which is a well-formed log that crash repair closes.
+Events are staged (numbered, folded, visible to `derive_messages`) and written behind: a
+staged event starts its way to the stream at once, in order, while the turn goes on (the
+loop's own work overlaps the server's fsyncs). `flush` waits until everything staged is
+durable; the turn flushes before anything outside depends on its log: a tool execution, a
+claim another log refers to, the end of a turn. A model request is not such a point: the
+request goes out while its `agent/request` is being written, and the reply is staged after
+it. A crash loses only events not yet durable, which no one outside has relied on, or leaves
+a durable prefix of them, which is a well-formed log that crash repair closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 
 from tavern_events.envelope import SessionEvent
@@ -30,14 +35,22 @@ batch path costs about 2.8 ms however small the batch, a single append about 0.4
 
 
 class HeldLog:
-    """Flushes are serialised and conditional on the last durable seq this holder has seen.
+    """Appends are serialised and conditional on the last durable seq this holder has seen.
 
     A `ConcurrencyConflict` from the writer means another writer moved the log: the caller
     must stop (its lease is gone). An unknown outcome is retried with the same events, which
-    the writer recognises if they already landed.
+    the writer recognises if they already landed. A failure of the write-behind is raised by
+    the next `flush` (which retries, as before, if it is called again).
     """
 
-    def __init__(self, session_id: str, writer: SessionLogWriter, events: list[SessionEvent]):
+    def __init__(
+        self,
+        session_id: str,
+        writer: SessionLogWriter,
+        events: list[SessionEvent],
+        *,
+        write_behind: bool = True,
+    ):
         self.session_id = session_id
         self.events = events
         self.state: SessionState = fold(session_id, events)
@@ -50,6 +63,9 @@ class HeldLog:
         self._writer = writer
         self._staged: list[SessionEvent] = []
         self._lock = asyncio.Lock()
+        self._write_behind = write_behind
+        self._behind: asyncio.Task[None] | None = None
+        self._failure: Exception | None = None
 
     def stage(self, *events: SessionEvent) -> list[SessionEvent]:
         """Number and fold `events` now; they reach the stream with the next flush."""
@@ -61,6 +77,7 @@ class HeldLog:
             self.surface.apply(event)
             numbered.append(event)
         self._staged.extend(numbered)
+        self._start_writing()
         return numbered
 
     def messages(self) -> list[Message]:
@@ -68,11 +85,49 @@ class HeldLog:
         return self.surface.messages()
 
     async def flush(self) -> None:
+        """Everything staged is durable on return; raises what the write-behind ran into."""
         async with self._lock:
-            batch = list(self._staged)
-            if not batch:
+            failure, self._failure = self._failure, None
+            if failure is not None:
+                raise failure
+            await self._write_staged()
+
+    @property
+    def failure(self) -> Exception | None:
+        """What the write-behind ran into, until a flush raises it."""
+        return self._failure
+
+    async def close(self) -> None:
+        """Stop writing behind (the holder lets the session go); what is staged stays staged."""
+        task, self._behind = self._behind, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _start_writing(self) -> None:
+        if not self._write_behind or self._failure is not None:
+            return
+        if self._behind is not None and not self._behind.done():
+            return  # the running writer takes the new events before it finishes
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # staged outside a loop: the next flush writes them
+        self._behind = loop.create_task(self._write_behind_staged())
+
+    async def _write_behind_staged(self) -> None:
+        async with self._lock:
+            if self._failure is not None:
                 return
-            for part in _parts(batch):
+            try:
+                await self._write_staged()
+            except Exception as exc:  # the next flush raises it where the turn can act on it
+                self._failure = exc
+
+    async def _write_staged(self) -> None:
+        while self._staged:
+            for part in _parts(list(self._staged)):
                 await self._append(part)
                 del self._staged[: len(part)]
                 self._settled(part)

@@ -428,7 +428,7 @@ class TurnRunner:
             context_window=router.context_window("chat"),
             params=plan.params,
         )
-        await self.append(self.draft(AgentRequest, payload))
+        self.stage(self.draft(AgentRequest, payload))  # written while the request goes out
         request = ChatRequest(model=target.model, messages=messages, tools=plan.tools, route="chat")
         writer = chunk_writer(
             self.append, self.stage, self.draft, attempt, self.deps.options.chunk_events
@@ -556,7 +556,7 @@ class TurnRunner:
         return True
 
     async def _summarise(self, trigger: str, system: str, retain_tokens: int) -> bool:
-        cut = compaction.summary_cut(self.held.events, retain_tokens)
+        cut = compaction.summary_cut(self.held.events, retain_tokens, self.held.surface.nodes())
         if cut is None:
             return False
         options = self.deps.options.compaction

@@ -1,0 +1,98 @@
+"""The held log writes staged events behind the turn, in order, and reports failures at the
+next flush (real nats-server)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tavern_events.ids import new_id
+from tavern_events.message import UserMessage
+from tavern_loop.sessionlog import HeldLog
+from tavern_runtime.errors import ConcurrencyConflict
+from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
+from tests.integration.loop.conftest import LoopBus
+from tests.integration.runtime.builders import said, step
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def session() -> str:
+    return f"held-{new_id()[-12:]}"
+
+
+async def durable(bus: LoopBus, session_id: str) -> list[str]:
+    events = await SessionLogReader(bus.js).events(session_id)
+    return [e.payload.text for e in events if isinstance(e, UserMessage)]
+
+
+async def test_staged_events_become_durable_without_a_flush(bus: LoopBus) -> None:
+    sid = session()
+    held = HeldLog(sid, SessionLogWriter(bus.nc), [])
+    held.stage(said(sid, "one"), said(sid, "two"))
+    held.stage(said(sid, "three"))
+
+    async def landed() -> list[str] | None:
+        texts = await durable(bus, sid)
+        return texts if len(texts) == 3 else None
+
+    assert await eventually(landed, timeout=5) == ["one", "two", "three"]
+    assert held.durable_seq == 3
+    await held.close()
+
+
+async def test_flush_waits_for_everything_staged_before_it(bus: LoopBus) -> None:
+    sid = session()
+    held = HeldLog(sid, SessionLogWriter(bus.nc), [])
+    for n in range(12):
+        held.stage(said(sid, f"m{n}"))
+        if n % 5 == 0:
+            await asyncio.sleep(0)  # let the writer start mid-way
+    await held.flush()
+    assert await durable(bus, sid) == [f"m{n}" for n in range(12)]
+    assert held.durable_seq == 12
+    events = await SessionLogReader(bus.js).events(sid)
+    assert [e.seq for e in events] == list(range(1, 13))
+
+
+async def test_a_conflict_behind_the_turn_is_raised_by_the_next_flush(bus: LoopBus) -> None:
+    sid = session()
+    rival = SessionLogWriter(bus.nc)
+    await rival.append(sid, [step(sid)], expected_last=0)  # another writer moved the log
+    held = HeldLog(sid, SessionLogWriter(bus.nc), [])  # believes the log is empty
+    held.stage(said(sid, "mine"))
+
+    async def failed() -> bool | None:
+        return True if held.failure is not None else None
+
+    assert await eventually(failed, timeout=5)
+    held.stage(said(sid, "after"))  # no new write starts after a failure
+    with pytest.raises(ConcurrencyConflict):
+        await held.flush()
+    events = await SessionLogReader(bus.js).events(sid)
+    assert [e.type for e in events] == ["step/start"]  # nothing of ours landed
+    with pytest.raises(ConcurrencyConflict):  # a retry meets the same log
+        await held.flush()
+
+
+async def test_close_stops_the_writer_and_keeps_what_is_staged(bus: LoopBus) -> None:
+    sid = session()
+    held = HeldLog(sid, SessionLogWriter(bus.nc), [])
+    held.stage(said(sid, "kept"))
+    await held.close()  # before the writer got to run
+    assert await durable(bus, sid) == []
+    assert held.messages()[-1]["content"] == "kept"
+    await held.flush()
+    assert await durable(bus, sid) == ["kept"]
+
+
+async def test_without_write_behind_events_wait_for_the_flush(bus: LoopBus) -> None:
+    sid = session()
+    held = HeldLog(sid, SessionLogWriter(bus.nc), [], write_behind=False)
+    held.stage(said(sid, "later"))
+    await asyncio.sleep(0.2)
+    assert await durable(bus, sid) == []
+    await held.flush()
+    assert await durable(bus, sid) == ["later"]
