@@ -99,7 +99,7 @@ def assign_seqs(
             raise PermanentError("event of another session", event_id=event.id)
         if event.seq not in (0, seq):
             raise PermanentError("event already numbered", event_id=event.id, seq=event.seq)
-        numbered.append(event.model_copy(update={"seq": seq}))
+        numbered.append(event if event.seq == seq else event.model_copy(update={"seq": seq}))
     return tuple(numbered)
 
 
