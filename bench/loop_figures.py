@@ -23,7 +23,7 @@ from tavern_events.input import MessageInput, MessageInputPayload
 from tavern_events.union import encode
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_loop.engine import EngineParts, LoopEngine
-from tavern_loop.inputs import pending_inputs
+from tavern_loop.inputs import Arrivals, pending_inputs
 from tavern_loop.options import LoopOptions
 from tavern_loop.providers.offline import OfflineProvider
 from tavern_loop.providers.router import ProviderRouter
@@ -93,13 +93,19 @@ async def loop_turn(env: Env, n: int) -> Result:
         )
         session = f"bench-{new_id()[-12:]}"
         held = HeldLog(session, SessionLogWriter(nc), [])
+        arrivals = Arrivals()  # the session runner's live view of its inputs
+
+        async def noted(msg: Any) -> None:
+            arrivals.note(msg)
+
+        await nc.subscribe(subjects.input_filter(session), cb=noted)
         latencies: list[float] = []
         started = time.perf_counter()
         for _ in range(n):
             await _send(js, _message(session, ONE_TOOL_TURN))
             pending = await pending_inputs(js, session, held.state.input_cursor)
             t0 = time.perf_counter()
-            ended = await TurnRunner(held, deps, asyncio.Event()).run(pending)
+            ended = await TurnRunner(held, deps, asyncio.Event(), arrivals=arrivals).run(pending)
             latencies.append((time.perf_counter() - t0) * 1000)
             assert ended.payload.outcome == "completed"
             assert ended.payload.steps == 2

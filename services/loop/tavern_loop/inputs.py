@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
+from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -75,3 +77,32 @@ async def pending_inputs(
         found.append(parse_input(stored, msg.subject or subject, msg.data))
         seq = stored + 1
     return found
+
+
+@dataclass
+class Arrivals:
+    """Inputs of a held session seen on core delivery (`Nats-Msg-Id` = input id), so that a
+    step boundary reads INPUTS only when something arrived that the log has not claimed.
+
+    An input the boundary cannot claim yet (a command, a cancel, one under another id) keeps
+    it reading at every boundary, as it would without this; one delivered without an id
+    makes the next boundary read once."""
+
+    ids: set[str] = field(default_factory=set)
+    unnamed: bool = False
+
+    def note(self, msg: Msg) -> None:
+        input_id = (msg.headers or {}).get("Nats-Msg-Id")
+        if input_id:
+            self.ids.add(input_id)
+        else:
+            self.unnamed = True
+
+    def waiting(self, claimed: Collection[str]) -> bool:
+        """Whether an arrival is not yet among `claimed` (forgetting those that are)."""
+        self.ids = {i for i in self.ids if i not in claimed}
+        return bool(self.ids) or self.unnamed
+
+    def read(self) -> None:
+        """A boundary read INPUTS: inputs delivered without an id before now were in it."""
+        self.unnamed = False

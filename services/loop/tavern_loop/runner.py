@@ -19,7 +19,7 @@ from tavern_loop.commands import Creation
 from tavern_loop.domain.binding import Refusal, created_binding, default_binding
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.repair import repair_events
-from tavern_loop.inputs import PendingInput, parse_input, pending_inputs
+from tavern_loop.inputs import Arrivals, PendingInput, parse_input, pending_inputs
 from tavern_loop.lease import Lease, LeaseKeeper, Leases
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.turn import LoopDeps, TurnRunner, input_rejection
@@ -75,6 +75,7 @@ class SessionRunner:
         self.cancel = asyncio.Event()
         self.progress = asyncio.Event()  # set whenever a claim landed
         self._wake = asyncio.Event()  # an input of this session arrived
+        self._arrivals = Arrivals()  # which ones, for the step boundaries of a turn
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
 
     def claimed(self, stream_seq: int) -> bool:
@@ -103,6 +104,7 @@ class SessionRunner:
     async def _live(self, msg: Msg) -> None:
         """Core delivery of the session's inputs: a cancel acts at once, anything wakes."""
         self._wake.set()
+        self._arrivals.note(msg)
         if msg.subject.endswith(".cancel"):
             item = parse_input(0, msg.subject, msg.data)
             if item.is_cancel:
@@ -123,7 +125,8 @@ class SessionRunner:
                 return
             creation = self._ensure_created(self.held, claim)
             self.cancel = asyncio.Event()
-            await TurnRunner(self.held, self._deps, self.cancel, creation).run(claim)
+            turn = TurnRunner(self.held, self._deps, self.cancel, creation, self._arrivals)
+            await turn.run(claim)
             self.progress.set()
 
     async def _idle(self) -> bool:

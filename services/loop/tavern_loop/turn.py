@@ -47,7 +47,7 @@ from tavern_loop.commands import Creation, run_command
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import derive_messages
-from tavern_loop.inputs import PendingInput, pending_inputs
+from tavern_loop.inputs import Arrivals, PendingInput, pending_inputs
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
@@ -119,8 +119,11 @@ class TurnRunner:
         deps: LoopDeps,
         cancel: asyncio.Event,
         creation: Creation | None = None,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.held, self.deps, self.cancel = held, deps, cancel
+        self.arrivals = arrivals
+        """The session's inputs seen live (None: read INPUTS at every step boundary)."""
         state = held.state
         self.draft = Drafter(state.session_id, deps.clock, deps.new_id, state.binding.agent_id)
         self.progress = _Progress()
@@ -356,6 +359,10 @@ class TurnRunner:
     async def _claim_mid_turn(self) -> list[PendingInput]:
         """Messages that arrived during the turn join it at the next step boundary."""
         state = self.held.state
+        if self.arrivals is not None:
+            if not self.arrivals.waiting(state.claimed_ids):
+                return []  # nothing arrived since the turn's claim
+            self.arrivals.read()
         found = await pending_inputs(
             self.deps.js,
             state.session_id,

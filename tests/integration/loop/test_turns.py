@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 
 import pytest
 
+from tavern_events import subjects
+from tavern_events.ids import new_id
+from tavern_events.input import MessageInput, MessageInputPayload
+from tavern_events.union import encode
 from tavern_loop.options import LoopOptions
 from tests.integration.loop.checks import (
     RecordingProvider,
@@ -189,6 +194,30 @@ async def test_a_message_sent_during_a_tool_joins_the_turn_at_the_next_step(bus:
     assert one(events, "tool/result").payload.content == "the gate opened"
     assert events[-1].payload.steps == 2
     check_requests(events, model.chat())
+
+
+@pytest.mark.parametrize("header", ["none", "other"])
+async def test_a_mid_turn_message_under_no_or_another_msg_id_still_joins_at_the_next_step(
+    bus: LoopBus, header: str
+) -> None:
+    """The step boundary skips reading INPUTS only when every input seen live is claimed; an
+    input whose `Nats-Msg-Id` is missing or not its input id is read all the same."""
+    bench = ToolBench()
+    await bus.engine(tools=bench.tools())
+    await bus.say("s1", "call gate with {}")
+    await asyncio.wait_for(bench.gate_entered.wait(), 10)
+    late = MessageInput(
+        input_id=new_id(),
+        session_id="s1",
+        ts=datetime.now(UTC),
+        payload=MessageInputPayload(text="said quietly"),
+    )
+    headers = None if header == "none" else {"Nats-Msg-Id": new_id()}
+    await bus.js.publish(subjects.session_input("s1", "message"), encode(late), headers=headers)
+    bench.gate.set()
+    events = await bus.turns_ended("s1", 1)
+    joined = [e for e in of_type(events, "user/message") if e.payload.input_id == late.input_id]
+    assert [(e.turn, e.step) for e in joined] == [(1, 2)]
 
 
 async def test_an_over_long_message_sent_mid_turn_waits_for_a_rejected_turn_of_its_own(
