@@ -187,6 +187,7 @@ def _loop_engine(nodes: list[Node], data_dir: Path) -> LoopEngine:
         nats_password=natsconf.password("loop"),
         data_dir=data_dir,
         shutdown_grace_s=2,
+        stream_replicas=3,  # as the k8s config map sets it: log appends go in atomic batches
     )
     router = ProviderRouter({"offline": PacedProvider()}, {t: [OFFLINE_TARGET] for t in TASKS})
     options = LoopOptions(lease_ttl_s=LEASE_TTL_S)

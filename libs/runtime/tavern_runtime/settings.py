@@ -23,7 +23,13 @@ class TavernSettings(BaseSettings):
     data_dir: Path = Path(".tavern")
     nats_user: str = ""
     nats_password: str = ""
-    stream_replicas: int = Field(default=1, ge=1, le=5)
+    stream_replicas: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="replicas of the streams and buckets `tavern init` creates; the loop also "
+        "groups its session-log appends into atomic batches when streams are replicated",
+    )
     health_host: str = "127.0.0.1"
     health_port: int = Field(
         default=0,

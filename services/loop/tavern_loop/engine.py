@@ -115,7 +115,7 @@ class LoopEngine:
     async def _setup(self, conn: NatsConnection, kv: KeyValue) -> None:
         self.leases = Leases(kv, self.holder)
         await self._match_lease_ttl(kv)
-        self.writer = SessionLogWriter(conn.nc)
+        self.writer = SessionLogWriter(conn.nc, replicas=self.settings.stream_replicas)
         self.deps = self._deps(conn)
         self._dispatcher = Dispatcher(conn.nc, self.leases, self._start_runner, self.runners)
         log.info("loop_engine_started", holder=self.holder)

@@ -4,14 +4,16 @@ next flush (real nats-server)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
+from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
 from tavern_events.message import UserMessage
 from tavern_loop.sessionlog import HeldLog
 from tavern_runtime.errors import ConcurrencyConflict
-from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
+from tavern_runtime.sessionlog import Appended, SessionLogReader, SessionLogWriter
 from tests.integration.loop.conftest import LoopBus
 from tests.integration.runtime.builders import said, step
 from tests.support import eventually
@@ -96,3 +98,27 @@ async def test_without_write_behind_events_wait_for_the_flush(bus: LoopBus) -> N
     assert await durable(bus, sid) == []
     await held.flush()
     assert await durable(bus, sid) == ["later"]
+
+
+async def test_with_replicated_streams_events_staged_together_append_as_one_batch(
+    bus: LoopBus,
+) -> None:
+    sid = session()
+    writer = SessionLogWriter(bus.nc, replicas=3)
+    batches: list[int] = []
+    append = writer.append
+
+    async def counted(session_id: str, events: Sequence[SessionEvent], **kw: int) -> Appended:
+        batches.append(len(events))
+        return await append(session_id, events, **kw)
+
+    writer.append = counted  # type: ignore[method-assign]
+    held = HeldLog(sid, writer, [])
+    held.stage(said(sid, "first"))
+    await asyncio.sleep(0)  # the writer takes "first" alone and waits for its ack
+    held.stage(*(said(sid, f"then {n}") for n in range(4)))  # staged meanwhile: one batch
+    await held.flush()
+    assert batches == [1, 4]
+    assert await durable(bus, sid) == ["first", *(f"then {n}" for n in range(4))]
+    events = await SessionLogReader(bus.js).events(sid)
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
