@@ -157,6 +157,25 @@ async def test_loop_user_appends_session_events_and_consumes_inputs(secured: Sec
     assert loop.errors == []
 
 
+async def test_loop_user_may_ask_every_service_the_loop_calls(secured: Secured) -> None:
+    """Recall and the memory tools (ledger), assets and history (projector), approvals at a
+    turn's first step (consolidator): a refused request would wait out its deadline on every
+    turn. No service answers here, so each request ends with no responders, never a refusal."""
+    loop = secured.users["loop"]
+    called = [
+        subjects.rpc("ledger", "recall"),
+        subjects.rpc("ledger", "query"),
+        subjects.rpc("projector", "character.get"),
+        subjects.rpc("projector", "history.search"),
+        subjects.rpc("consolidator", "approvals.next"),
+    ]
+    for subject in called:
+        with pytest.raises(nats.errors.NoRespondersError):
+            await loop.nc.request(subject, b"{}", timeout=REFUSED_WITHIN_S)
+    await asyncio.sleep(0.2)  # a refusal arrives as an asynchronous error
+    assert loop.errors == []
+
+
 async def test_loop_user_holds_session_leases(secured: Secured) -> None:
     kv = await secured.users["loop"].js.key_value(LEASES.name)
     revision = await kv.create("session.s1", b"replica-a")
