@@ -180,7 +180,9 @@ async def _kill_sessions_leader(js: JetStreamContext, nodes: list[Node]) -> Node
     return victim
 
 
-def _loop_engine(nodes: list[Node], data_dir: Path) -> LoopEngine:
+def _loop_engine(
+    nodes: list[Node], data_dir: Path, provider: OfflineProvider | None = None
+) -> LoopEngine:
     settings = TavernSettings(
         nats_url=_urls(nodes),
         nats_user="loop",
@@ -189,7 +191,9 @@ def _loop_engine(nodes: list[Node], data_dir: Path) -> LoopEngine:
         shutdown_grace_s=2,
         stream_replicas=3,  # as the k8s config map sets it: log appends go in atomic batches
     )
-    router = ProviderRouter({"offline": PacedProvider()}, {t: [OFFLINE_TARGET] for t in TASKS})
+    router = ProviderRouter(
+        {"offline": provider or PacedProvider()}, {t: [OFFLINE_TARGET] for t in TASKS}
+    )
     options = LoopOptions(lease_ttl_s=LEASE_TTL_S)
     return LoopEngine(settings, EngineParts(options, router, builtin_tools()))
 
@@ -249,3 +253,36 @@ async def test_conversation_survives_killing_the_sessions_leader(
 
     victim.start({**os.environ, **natsconf.route_env(nodes)})
     await eventually(lambda: _replicated(js, SESSIONS.name), timeout=20, interval=0.2)
+
+
+async def test_follow_up_messages_do_not_wait_for_a_lagging_replica(
+    nodes: list[Node], operator: Client, tmp_path: Path
+) -> None:
+    """A follower can answer the runner's direct get before it stores an input the runner has
+    already seen live. The runner reads again (from the leader, then shortly after) rather than
+    idling until the dispatcher wakes the session anew, which took 2-2.6 s for about one
+    follow-up in fifty."""
+    js = operator.jetstream(timeout=5)
+    await _provision_r3(js)
+    engine = _loop_engine(nodes, tmp_path / "loop", OfflineProvider())
+    await engine.start()
+    ended = asyncio.Queue[None]()
+
+    async def on_end(_: object) -> None:
+        ended.put_nowait(None)
+
+    sub = await operator.subscribe(subjects.session_event(SESSION, "turn/end"), cb=on_end)
+    took: list[float] = []
+    try:
+        for n in range(FOLLOW_UPS):
+            started = asyncio.get_running_loop().time()
+            await _say(js, f"follow-up {n}")
+            await asyncio.wait_for(ended.get(), TURN_TIMEOUT_S)
+            took.append(asyncio.get_running_loop().time() - started)
+    finally:
+        await sub.unsubscribe()
+        await engine.stop(grace_s=2)
+    assert max(took) < 1.0, sorted(took)[-5:]
+
+
+FOLLOW_UPS = 80

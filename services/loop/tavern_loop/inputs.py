@@ -61,14 +61,17 @@ def parse_input(stream_seq: int, subject: str, data: bytes | None) -> PendingInp
 
 
 async def pending_inputs(
-    js: JetStreamContext, session_id: str, after: int, limit: int = 64
+    js: JetStreamContext, session_id: str, after: int, limit: int = 64, *, leader: bool = False
 ) -> list[PendingInput]:
-    """Inputs of `session_id` stored after stream sequence `after`, oldest first."""
+    """Inputs of `session_id` stored after stream sequence `after`, oldest first. Read by direct
+    get (any replica answers, one may lag the leader by a moment) unless `leader`."""
     found: list[PendingInput] = []
     seq, subject = after + 1, subjects.input_filter(session_id)
     while len(found) < limit:
         try:
-            msg = await js.get_msg(INPUTS.name, seq=seq, subject=subject, next=True, direct=True)
+            msg = await js.get_msg(
+                INPUTS.name, seq=seq, subject=subject, next=True, direct=not leader
+            )
         except NotFoundError:
             break
         except NatsTimeout as exc:
@@ -106,3 +109,28 @@ class Arrivals:
     def read(self) -> None:
         """A boundary read INPUTS: inputs delivered without an id before now were in it."""
         self.unnamed = False
+
+    def missed(self, found: list[PendingInput], claimed: Collection[str]) -> bool:
+        """Whether an input seen live and not claimed is not among `found`."""
+        seen = {p.input_id for p in found}
+        return any(i not in claimed and i not in seen for i in self.ids)
+
+
+async def arrived_inputs(
+    js: JetStreamContext,
+    session_id: str,
+    after: int,
+    limit: int,
+    arrivals: Arrivals | None,
+    claimed: Collection[str],
+    *,
+    leader: bool = False,
+) -> list[PendingInput]:
+    """`pending_inputs`, read again from the stream leader when a replica's answer lacks an
+    input that arrived live: on a replicated stream a follower can be a moment behind, and an
+    input it has not stored yet would otherwise wait for the session's next wake-up."""
+    found = await pending_inputs(js, session_id, after, limit, leader=leader)
+    if leader or arrivals is None or not arrivals.missed(found, claimed):
+        return found
+    log.info("inputs_read_from_leader", session_id=session_id, after=after)
+    return await pending_inputs(js, session_id, after, limit, leader=True)

@@ -19,7 +19,7 @@ from tavern_loop.commands import Creation
 from tavern_loop.domain.binding import Refusal, created_binding, default_binding
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.repair import repair_events
-from tavern_loop.inputs import Arrivals, PendingInput, parse_input, pending_inputs
+from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs, parse_input
 from tavern_loop.lease import Lease, LeaseKeeper, Leases
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.turn import LoopDeps, TurnRunner, input_rejection
@@ -59,6 +59,10 @@ def _has_work(claim: list[PendingInput]) -> bool:
     return any(p.message or p.slash for p in claim)
 
 
+ARRIVAL_RETRIES_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
+"""Pauses between reads for an input seen live but not yet read (about 0.8 s in all)."""
+
+
 class SessionRunner:
     def __init__(
         self,
@@ -76,6 +80,7 @@ class SessionRunner:
         self.progress = asyncio.Event()  # set whenever a claim landed
         self._wake = asyncio.Event()  # an input of this session arrived
         self._arrivals = Arrivals()  # which ones, for the step boundaries of a turn
+        self._first_read = True
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
 
     def claimed(self, stream_seq: int) -> bool:
@@ -118,7 +123,7 @@ class SessionRunner:
         stopping = self._deps.stopping
         while not self._keeper.lost.is_set() and not stopping.is_set():
             self._wake.clear()
-            claim = await self._next_claim(self.held)
+            claim = await self._claim_or_wait(self.held)
             if not claim:
                 if await self._idle():
                     continue
@@ -140,14 +145,32 @@ class SessionRunner:
             task.cancel()
         return self._wake.is_set() and not self._deps.stopping.is_set()
 
+    async def _claim_or_wait(self, held: HeldLog) -> list[PendingInput]:
+        """The next claim; when an input seen live is in no read yet (a replicated stream
+        stores it a moment after its delivery), read again shortly rather than sleep through
+        the idle hold. One never stored (refused by the stream) is forgotten after a while."""
+        claim = await self._next_claim(held)
+        for delay in ARRIVAL_RETRIES_S:
+            if claim or not self._arrivals.waiting(held.state.claimed_ids):
+                return claim
+            await asyncio.sleep(delay)
+            claim = await self._next_claim(held)
+        if not claim:
+            self._arrivals.ids.clear()
+        return claim
+
     async def _next_claim(self, held: HeldLog) -> list[PendingInput]:
         state = held.state
-        found = await pending_inputs(
+        found = await arrived_inputs(
             self._deps.js,
             self.session_id,
             state.input_cursor,
             self._deps.options.max_claims_per_turn,
+            self._arrivals,
+            state.claimed_ids,
+            leader=self._first_read,  # woken for inputs that arrived before it listened
         )
+        self._first_read = False
         fresh = [p for p in found if p.input_id not in state.claimed_ids]
         options = self._deps.options
         return choose_claim(

@@ -47,7 +47,7 @@ from tavern_loop.commands import Creation, run_command
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import derive_messages
-from tavern_loop.inputs import Arrivals, PendingInput, pending_inputs
+from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
@@ -363,11 +363,13 @@ class TurnRunner:
             if not self.arrivals.waiting(state.claimed_ids):
                 return []  # nothing arrived since the turn's claim
             self.arrivals.read()
-        found = await pending_inputs(
+        found = await arrived_inputs(
             self.deps.js,
             state.session_id,
             state.input_cursor,
             self.deps.options.max_claims_per_turn,
+            self.arrivals,
+            state.claimed_ids,
         )
         fresh = [p for p in found if p.input_id not in state.claimed_ids]
         if any(p.is_cancel for p in fresh):
