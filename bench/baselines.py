@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
+from bench.cluster import led
 from bench.registry import Env, Result, baseline, figure
 
 WINDOW = 256
@@ -37,14 +38,21 @@ PAYLOAD = payload()
 
 
 @asynccontextmanager
-async def bench_stream(url: str) -> AsyncIterator[tuple[Client, JetStreamContext]]:
+async def bench_stream(
+    url: str, replicas: int = 1
+) -> AsyncIterator[tuple[Client, JetStreamContext]]:
     nc = await nats.connect(url, name="bench")
     js = nc.jetstream(timeout=30)
     await js.add_stream(
         StreamConfig(
-            name="BENCH", subjects=["bench.>"], storage=StorageType.FILE, duplicate_window=120
+            name="BENCH",
+            subjects=["bench.>"],
+            storage=StorageType.FILE,
+            duplicate_window=120,
+            num_replicas=replicas,
         )
     )
+    await led(js, "BENCH")
     try:
         yield nc, js
     finally:
@@ -60,12 +68,12 @@ async def publish_pipelined(js: JetStreamContext, subject: str, bodies: list[byt
 
 @baseline(
     "publish_awaited",
-    servers=("fsync", "default"),
+    servers=("fsync", "default", "cluster"),
     count=3000,
     description="nats-py `await js.publish` per message (200 B)",
 )
 async def publish_awaited(env: Env, n: int) -> Result:
-    async with bench_stream(env.nats_url) as (_, js):
+    async with bench_stream(env.nats_url, env.replicas) as (_, js):
         for _ in range(WARMUP):
             await js.publish("bench.warm", PAYLOAD)
         started = time.perf_counter()

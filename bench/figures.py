@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import nats
 
 from bench.baselines import publish_pipelined
+from bench.cluster import led
 from bench.registry import Env, Result, figure
 from tavern_events import streams
 from tavern_events.ids import new_id
@@ -28,7 +29,7 @@ def steps(n: int, session_id: str) -> list[StepStarted]:
 @figure(
     "sessionlog_append",
     baseline="publish_awaited",
-    servers=("fsync", "default"),
+    servers=("fsync", "default", "cluster"),
     count=3000,
     goal=0.7,
     description="SessionLogWriter.append, one event per append, awaited (conditional + dedup)",
@@ -36,8 +37,11 @@ def steps(n: int, session_id: str) -> list[StepStarted]:
 async def sessionlog_append(env: Env, n: int) -> Result:
     nc = await nats.connect(env.nats_url, name="bench")
     try:
-        await provision(nc.jetstream(), stream_specs=[streams.SESSIONS], buckets=())
-        writer, warmup, session = SessionLogWriter(nc), new_id(), new_id()
+        specs = [streams.SESSIONS]
+        await provision(nc.jetstream(), stream_specs=specs, buckets=(), replicas=env.replicas)
+        await led(nc.jetstream(), streams.SESSIONS.name)
+        writer = SessionLogWriter(nc, replicas=env.replicas)
+        warmup, session = new_id(), new_id()
         for i, event in enumerate(steps(200, warmup)):
             await writer.append(warmup, [event], expected_last=i)
         events = steps(n, session)

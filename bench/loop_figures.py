@@ -16,6 +16,7 @@ from typing import Any
 
 import nats
 
+from bench.cluster import led
 from bench.registry import Env, Result, figure
 from tavern_events import subjects
 from tavern_events.ids import new_id
@@ -70,7 +71,7 @@ async def _send(js: Any, message: MessageInput) -> None:
 @figure(
     "loop_turn",
     baseline="publish_awaited",
-    servers=("fsync", "default"),
+    servers=("fsync", "default", "cluster"),
     count=200,
     description="one turn with the offline model and 1 tool call (2 steps, 16 events, each a "
     "conditional append), timed per turn, 200 turns in one session; goal p50 <= 10 ms, "
@@ -80,7 +81,8 @@ async def loop_turn(env: Env, n: int) -> Result:
     nc = await nats.connect(env.nats_url, name="bench-loop")
     try:
         js = nc.jetstream(timeout=10)
-        await provision(js)
+        await provision(js, replicas=env.replicas)
+        await led(js, "SESSIONS", "INPUTS")
         options = LoopOptions(recall=False)
         deps = LoopDeps(
             _router(),
@@ -92,7 +94,7 @@ async def loop_turn(env: Env, n: int) -> Result:
             new_id,
         )
         session = f"bench-{new_id()[-12:]}"
-        held = HeldLog(session, SessionLogWriter(nc), [])
+        held = HeldLog(session, SessionLogWriter(nc, replicas=env.replicas), [])
         arrivals = Arrivals()  # the session runner's live view of its inputs
 
         async def noted(msg: Any) -> None:
@@ -103,7 +105,7 @@ async def loop_turn(env: Env, n: int) -> Result:
         started = time.perf_counter()
         for _ in range(n):
             await _send(js, _message(session, ONE_TOOL_TURN))
-            pending = await pending_inputs(js, session, held.state.input_cursor)
+            pending = await pending_inputs(js, session, held.state.input_cursor, leader=True)
             t0 = time.perf_counter()
             ended = await TurnRunner(held, deps, asyncio.Event(), arrivals=arrivals).run(pending)
             latencies.append((time.perf_counter() - t0) * 1000)

@@ -11,8 +11,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Server = Literal["fsync", "default", "postgres"]
-"""`fsync`: nats-server with `sync_interval: always`; `default`: fsync every 2 min."""
+Server = Literal["fsync", "default", "cluster", "postgres"]
+"""`fsync`: nats-server with `sync_interval: always`; `default`: fsync every 2 min; `cluster`:
+three such fsyncing servers on this machine, streams R3 (bench/cluster.py)."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,11 @@ class Env:
     server: Server
     nats_url: str = ""
     database_url: str = ""
+
+    @property
+    def replicas(self) -> int:
+        """Replicas of the streams a bench creates on this server."""
+        return 3 if self.server == "cluster" else 1
 
 
 @dataclass(frozen=True)

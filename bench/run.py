@@ -35,6 +35,7 @@ from bench import (  # noqa: F401 - importing registers benches
     loop_figures,
     projector_figures,
 )
+from bench.cluster import Cluster
 from bench.registry import REGISTRY, Bench, Env, Result, Row, Server
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from tavern_runtime.logs import configure_logging
@@ -73,7 +74,11 @@ def counts(benches: list[Bench], scale: float, overrides: list[str]) -> dict[str
 @contextlib.contextmanager
 def nats_server(server: Server) -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="tavern-bench-"))
-    embedded = EmbeddedNats(root / "nats", sync_always=server == "fsync")
+    embedded: EmbeddedNats | Cluster
+    if server == "cluster":
+        embedded = Cluster(root / "cluster")
+    else:
+        embedded = EmbeddedNats(root / "nats", sync_always=server == "fsync")
     embedded.start()
     try:
         yield embedded.url
