@@ -73,9 +73,9 @@ async def _send(js: Any, message: MessageInput) -> None:
     baseline="publish_awaited",
     servers=("fsync", "default", "cluster"),
     count=200,
-    description="one turn with the offline model and 1 tool call (2 steps, 16 events, each a "
-    "conditional append), timed per turn, 200 turns in one session; goal p50 <= 10 ms, "
-    "p99 <= 30 ms",
+    description="one turn with the offline model and 1 tool call (2 steps, 16 events, appended "
+    "conditionally, in atomic batches on R3), timed per turn, 200 turns in one session; goal "
+    "p50 <= 10 ms, p99 <= 30 ms",
 )
 async def loop_turn(env: Env, n: int) -> Result:
     nc = await nats.connect(env.nats_url, name="bench-loop")
