@@ -26,6 +26,7 @@ from tavern_events.input import (
     MessageInput,
     MessageInputPayload,
 )
+from tavern_events.streams import SESSIONS
 from tavern_events.union import decode_or_skip, encode
 
 DIM, BOLD, CYAN, YELLOW, RED, RESET = (
@@ -152,6 +153,7 @@ class Conversation:
         """Follow the session's log from now on (an ordered consumer: nothing is missed)."""
         self._sub = await self.js.subscribe(
             subjects.session_filter(self.session_id),
+            stream=SESSIONS.name,  # named: no stream lookup, which a client may not do
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.NEW,
             cb=self._on_event,
