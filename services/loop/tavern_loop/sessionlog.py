@@ -105,8 +105,8 @@ class HeldLog:
     def _start_writing(self) -> None:
         if not self._write_behind or self._failure is not None:
             return
-        if self._behind is not None and not self._behind.done():
-            return  # the running writer takes the new events before it finishes
+        if self._lock.locked() or (self._behind is not None and not self._behind.done()):
+            return  # the running writer (or flush) takes the new events before it finishes
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
