@@ -71,14 +71,8 @@ def prune_payload(
     )
 
 
-def summary_cut(
-    log: Sequence[SessionEvent], retain_tokens: int, surface: Sequence[Node] | None = None
-) -> int | None:
-    """The last seq to replace, keeping at least `retain_tokens` (and the newest unit) intact.
-
-    One pass: a cut point falls where no call is open, so the history after it is exactly the
-    surface's messages that come from later entries (the checkpoint counts by its own seq).
-    `surface`: the log's surface nodes when the caller keeps them (else they are derived)."""
+def summary_cut_points(log: Sequence[SessionEvent]) -> list[int]:
+    """Where a new summary may end: cut points after what earlier summaries replaced."""
     done = max(
         (
             e.payload.replaces_through_seq or 0
@@ -87,7 +81,18 @@ def summary_cut(
         ),
         default=0,
     )
-    cuts = [seq for seq in history_cut_points(log) if seq > done]
+    return [seq for seq in history_cut_points(log) if seq > done]
+
+
+def summary_cut(
+    log: Sequence[SessionEvent], retain_tokens: int, surface: Sequence[Node] | None = None
+) -> int | None:
+    """The last seq to replace, keeping at least `retain_tokens` (and the newest unit) intact.
+
+    One pass: a cut point falls where no call is open, so the history after it is exactly the
+    surface's messages that come from later entries (the checkpoint counts by its own seq).
+    `surface`: the log's surface nodes when the caller keeps them (else they are derived)."""
+    cuts = summary_cut_points(log)
     nodes = surface_of(log).nodes() if surface is None else surface
     shown = sorted((n.seq, message_tokens(n.message)) for n in nodes)
     tail, index = 0, len(shown)

@@ -18,7 +18,7 @@ from tavern_events.parts import ClaimedInput, ToolCallPart
 from tavern_events.step import StepStarted, StepStartedPayload
 from tavern_events.tool import ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
 from tavern_events.turn import TurnStarted, TurnStartedPayload
-from tavern_loop.compaction import summary_cut
+from tavern_loop.compaction import summary_cut, summary_cut_points
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import (
     CHECKPOINT_PREAMBLE,
@@ -322,15 +322,7 @@ def test_the_incremental_surface_equals_a_fresh_computation_after_every_event(
 
 def reference_summary_cut(log: list[SessionEvent], retain_tokens: int) -> int | None:
     """The definition: the newest cut whose tail, derived alone, keeps `retain_tokens`."""
-    done = max(
-        (
-            e.payload.replaces_through_seq or 0
-            for e in log
-            if isinstance(e, ContextCompacted) and e.payload.strategy == "summary"
-        ),
-        default=0,
-    )
-    cuts = [seq for seq in history_cut_points(log) if seq > done]
+    cuts = summary_cut_points(log)
     for seq in reversed(cuts[:-1]):
         if messages_tokens(derive_messages([e for e in log if e.seq > seq])) >= retain_tokens:
             return seq
