@@ -24,17 +24,20 @@ from tavern_events.streams import SESSIONS
 from tavern_events.union import encode
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_loop.engine import EngineParts, LoopEngine
+from tavern_loop.lease import Lease, Leases
 from tavern_loop.options import LoopOptions
 from tavern_loop.providers.base import ChatRequest, StreamItem
 from tavern_loop.providers.config import OFFLINE_TARGET, TASKS
 from tavern_loop.providers.offline import OfflineProvider
 from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.tools.builtin import builtin_tools
+from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.provision import LEASES, provision
-from tavern_runtime.sessionlog import SessionLogReader
+from tavern_runtime.sessionlog import Head, SessionLogReader, SessionLogWriter
 from tavern_runtime.settings import TavernSettings
 from tests.deploy import natsconf
 from tests.deploy.natsconf import Node
+from tests.integration.runtime.builders import step
 from tests.support import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -286,3 +289,51 @@ async def test_follow_up_messages_do_not_wait_for_a_lagging_replica(
 
 
 FOLLOW_UPS = 80
+
+
+async def test_refused_expectations_on_replicated_streams_are_conflicts(
+    operator: Client,
+) -> None:
+    """A replicated stream refuses an expectation that meets another append still in flight
+    under a code of its own (10164, not 10071), and checks a message id before the expectation
+    (a retried append is acknowledged as a duplicate): the log writer reads the first as a
+    conflict and the second as its own append landed; a lease release on a moved revision
+    still finds the lease."""
+    js = operator.jetstream(timeout=10)
+    await _provision_r3(js)
+    session = "s_expectations"
+    mine, theirs = SessionLogWriter(operator, replicas=3), SessionLogWriter(operator, replicas=3)
+    await mine.append(session, [step(session)], expected_last=0)
+    await theirs.append(session, [step(session, 2)], expected_last=1)
+    with pytest.raises(ConcurrencyConflict):  # mine still caches log seq 1: the server refuses
+        await mine.append(session, [step(session, 3)], expected_last=1)
+    stale = SessionLogWriter(operator, replicas=3)
+    stale.heads.put(session, Head(1, 1, "", None))
+    with pytest.raises(ConcurrencyConflict):  # the same, as an atomic batch
+        await stale.append(session, [step(session, 3), step(session, 4)], expected_last=1)
+    landed = [step(session, 3)]
+    before = await theirs.head(session)
+    await theirs.append(session, landed, expected_last=2)
+    retried = SessionLogWriter(operator, replicas=3)  # its first attempt's ack was lost
+    retried.heads.put(session, before)
+    again = await retried.append(session, landed, expected_last=2)
+    assert again.already
+    assert [e.seq for e in await SessionLogReader(js).events(session)] == [1, 2, 3]
+
+    for round_ in range(20):  # racing writers: the loser's check may meet the winner in flight
+        racers = [SessionLogWriter(operator, replicas=3) for _ in range(2)]
+        expected = 3 + round_
+        results = await asyncio.gather(
+            *(w.append(session, [step(session)], expected_last=expected) for w in racers),
+            return_exceptions=True,
+        )
+        assert sorted(type(r).__name__ for r in results) == ["Appended", "ConcurrencyConflict"]
+
+    kv = await js.key_value(LEASES.name)
+    leases = Leases(kv, "replica-a")
+    lease = await leases.acquire(session)
+    assert lease is not None
+    stale_lease = Lease(lease.session_id, lease.holder, lease.revision)
+    assert await leases.renew(lease)
+    await leases.release(stale_lease)  # its revision moved on: the current entry is ours
+    assert await leases.holder_of(session) is None

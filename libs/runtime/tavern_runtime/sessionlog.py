@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, Header, PubAck, RawStreamMsg
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
@@ -28,6 +28,7 @@ from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip, encode
 from tavern_runtime import directget
+from tavern_runtime.acks import NO_RESPONDERS, WRONG_LAST_SEQUENCE, Acks
 from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
 from tavern_runtime.logs import get_logger
 
@@ -35,7 +36,6 @@ log = get_logger(__name__)
 
 STREAM = SESSIONS.name
 EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
-WRONG_LAST_SEQUENCE = 10071
 BATCH_DUPLICATE_ID = 10201
 TOO_MANY_INFLIGHT_BATCHES = 10210
 """The server's limit on atomic batches in flight (per stream): back-pressure, try again."""
@@ -173,6 +173,11 @@ class _WrongLastSequence(Exception):
     """The server refused the append's expectation (or a batch repeated known ids)."""
 
 
+class _AlreadyStored(Exception):
+    """The server already stored a message with this event's id (within its duplicate window),
+    before checking the expectation (a replicated stream checks ids first)."""
+
+
 class HeadCache:
     """The last known head per session, bounded (least recently used goes first)."""
 
@@ -206,6 +211,7 @@ class SessionLogWriter:
         """From how many events on one append an atomic batch beats appending one by one."""
         self._nc = nc
         self._js = nc.jetstream(timeout=timeout)
+        self._acks = Acks(nc)
         self._timeout = timeout
         self.heads = HeadCache()
 
@@ -233,6 +239,13 @@ class SessionLogWriter:
             ack = await self._publish(session_id, numbered, head.stream_seq)
         except _WrongLastSequence:
             head = await read_head(self._js, session_id, direct=False)
+            return self._settle(session_id, numbered, head)
+        except _AlreadyStored as exc:
+            head = await read_head(self._js, session_id, direct=False)
+            if not lands_as_tail(head, numbered):  # stored elsewhere in the log: a caller bug
+                raise PermanentError(
+                    "event id already in the session log", event_id=str(exc)
+                ) from exc
             return self._settle(session_id, numbered, head)
         new_head = Head(numbered[-1].seq, ack.seq, numbered[-1].id, numbered[-1])
         self.heads.put(session_id, new_head)
@@ -265,7 +278,7 @@ class SessionLogWriter:
                 return await self._publish_one(session_id, events[0], expected_stream_seq)
             return await self._publish_batch(session_id, events, expected_stream_seq)
         except APIError as exc:
-            if exc.err_code in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
+            if exc.err_code in WRONG_LAST_SEQUENCE or exc.err_code == BATCH_DUPLICATE_ID:
                 raise _WrongLastSequence from exc
             if exc.err_code == TOO_MANY_INFLIGHT_BATCHES:
                 self.heads.drop(session_id)
@@ -280,9 +293,11 @@ class SessionLogWriter:
     async def _publish_one(self, session_id: str, event: SessionEvent, expected: int) -> PubAck:
         headers = append_headers(session_id, event, expected)
         subject = subjects.session_event(session_id, event.type)
-        ack = await self._js.publish(subject, encode(event), headers=headers)
-        if ack.duplicate:  # the expectation held, yet this id is already stored: a caller bug
-            raise PermanentError("event id already in the session log", event_id=event.id)
+        ack = await self._acks.publish(
+            subject, encode(event), headers=headers, timeout=self._timeout
+        )
+        if ack.duplicate:  # a replicated stream checks ids before expectations: a retry of ours?
+            raise _AlreadyStored(event.id)
         return ack
 
     async def _publish_batch(
@@ -294,15 +309,19 @@ class SessionLogWriter:
         first, *middle, last = events
         headers = append_headers(session_id, first, expected) | batch_headers(batch_id, 1, count)
         # The first message is a request so that a refused batch start is reported at once.
-        reply = await self._nc.request(
-            _subject(first), encode(first), timeout=self._timeout, headers=headers
+        reply = await self._acks.request(
+            _subject(first), encode(first), headers=headers, timeout=self._timeout
         )
+        if reply.headers and reply.headers.get(Header.STATUS.value) == NO_RESPONDERS:
+            raise NoStreamResponseError
         _raise_api_error(reply.data)
         for index, event in enumerate(middle, start=2):
             headers = {Header.MSG_ID.value: event.id, **batch_headers(batch_id, index, count)}
             await self._nc.publish(_subject(event), encode(event), headers=headers)
         headers = {Header.MSG_ID.value: last.id, **batch_headers(batch_id, count, count)}
-        return await self._js.publish(_subject(last), encode(last), headers=headers)
+        return await self._acks.publish(
+            _subject(last), encode(last), headers=headers, timeout=self._timeout
+        )
 
 
 def _subject(event: SessionEvent) -> str:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
+from tavern_runtime.acks import WRONG_LAST_SEQUENCE
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
 
 BUCKET = "tavern_leases"
-WRONG_LAST_SEQUENCE = 10071
 
 
 def lease_key(session_id: str) -> str:
@@ -79,7 +79,7 @@ class Leases:
         except (KeyNotFoundError, NotFoundError):
             pass
         except APIError as exc:  # `delete` reports a stale revision as a plain API error
-            if exc.err_code != WRONG_LAST_SEQUENCE and not isinstance(
+            if exc.err_code not in WRONG_LAST_SEQUENCE and not isinstance(
                 exc, KeyWrongLastSequenceError
             ):
                 raise

@@ -1,0 +1,101 @@
+"""Awaited JetStream publishes over one reply subscription per connection.
+
+A session log is written one conditional append at a time, each awaited before the next is
+sent, so whatever the client spends between an acknowledgement and the next publish is on
+the log's critical path. nats-py's `js.publish` spends a NUID, random bytes (a system call),
+a `wait_for` and a dataclass parse on each; here a publish costs a counter, a future and a
+timer handle, and answers arrive on one wildcard subscription opened on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import Header, PubAck
+from nats.js.errors import APIError, NoStreamResponseError
+
+NO_RESPONDERS = "503"
+WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
+"""JetStream's codes for a publish whose expected last sequence did not hold: 10071 names the
+sequence found (one replica), 10164 does not (replicated streams and atomic batches)."""
+
+
+class Acks:
+    """Requests whose answers come back on `<inbox>.<n>`, one subscription for all of them."""
+
+    def __init__(self, nc: Client) -> None:
+        self._nc = nc
+        self._prefix = ""
+        self._sub: Subscription | None = None
+        self._waiting: dict[str, asyncio.Future[Msg]] = {}
+        self._tokens = itertools.count(1)
+
+    async def publish(
+        self, subject: str, payload: bytes, *, headers: dict[str, str], timeout: float
+    ) -> PubAck:
+        """Publish to a stream and return its acknowledgement; raises `APIError` (or a
+        subclass) when the stream refused the message, `NoStreamResponseError` when no
+        stream listens, and `nats.errors.TimeoutError` when no answer came in time."""
+        return pub_ack(await self.request(subject, payload, headers=headers, timeout=timeout))
+
+    async def request(
+        self, subject: str, payload: bytes, *, headers: dict[str, str], timeout: float
+    ) -> Msg:
+        """Publish with a reply subject of this connection's and return the answer as is."""
+        if self._sub is None:
+            await self._listen()
+        token = str(next(self._tokens))
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Msg] = loop.create_future()
+        self._waiting[token] = answer
+        expiry = loop.call_later(timeout, _expire, answer)
+        try:
+            await self._nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
+            return await answer
+        finally:
+            expiry.cancel()
+            del self._waiting[token]
+
+    async def close(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            await sub.unsubscribe()
+
+    async def _listen(self) -> None:
+        prefix = self._nc.new_inbox() + "."
+        sub = await self._nc.subscribe(prefix + "*", cb=self._arrived)
+        if self._sub is None:
+            self._sub, self._prefix = sub, prefix
+        else:  # another request opened one meanwhile
+            await sub.unsubscribe()
+
+    async def _arrived(self, msg: Msg) -> None:
+        answer = self._waiting.get(msg.subject[len(self._prefix) :])
+        if answer is not None and not answer.done():
+            answer.set_result(msg)
+
+
+def _expire(answer: asyncio.Future[Msg]) -> None:
+    if not answer.done():
+        answer.set_exception(nats.errors.TimeoutError())
+
+
+def pub_ack(msg: Msg) -> PubAck:
+    """A stream's answer to a publish, as nats-py's `js.publish` reads it."""
+    if msg.headers and msg.headers.get(Header.STATUS.value) == NO_RESPONDERS:
+        raise NoStreamResponseError
+    answer = json.loads(msg.data)
+    if "error" in answer:
+        APIError.from_error(answer["error"])  # raises the error's class
+    return PubAck(
+        stream=answer["stream"],
+        seq=answer["seq"],
+        domain=answer.get("domain"),
+        duplicate=answer.get("duplicate"),
+    )
