@@ -101,38 +101,56 @@ def offered_tools(tools: list[dict[str, Any]]) -> set[str]:
 
 def prompt_tokens(request: ChatRequest) -> int:
     """About a token per four characters of text, a few per message, plus the tool schemas."""
-    chars = sum(_facts(m).chars for m in request.messages)
+    chars = _reading(request.messages).chars
     overhead = (ROLE_OVERHEAD + BLOCK_OVERHEAD) * len(request.messages)
     return math.ceil(chars / CHARS_PER_TOKEN) + overhead + tools_tokens(request.tools)
 
 
-class _Facts(NamedTuple):
-    """What the stand-in reads from one history message, kept while the message is reused."""
+class _Reading(NamedTuple):
+    """What the stand-in read from one request's messages, kept for the next request."""
 
-    message: dict[str, Any]  # held, so that its id is not reused while cached
-    chars: int  # text content and tool-call arguments
-    recalled: tuple[Recalled, ...]  # empty unless it carries recalled context
-
-
-_FACTS: OrderedDict[int, _Facts] = OrderedDict()
-_FACTS_MOST = 65_536
-"""The loop hands the same message objects to every request of a session (the history is
-folded incrementally), so each message is read once rather than once per request."""
+    messages: list[dict[str, Any]]  # held, so that no id in it is reused while cached
+    chars: int  # text content and tool-call arguments of every message
+    recalled: tuple[tuple[Recalled, ...], ...]  # of each message carrying recalled context
 
 
-def _facts(message: dict[str, Any]) -> _Facts:
-    found = _FACTS.get(id(message))
-    if found is not None and found.message is message:
-        return found
-    content = message.get("content")
-    chars = len(content) if isinstance(content, str) else 0
-    chars += sum(len(c["function"]["arguments"]) for c in message.get("tool_calls") or ())
-    recalled = tuple(recalled_lines(message)) if is_recall(message) else ()
-    facts = _Facts(message, chars, recalled)
-    _FACTS[id(message)] = facts
-    if len(_FACTS) > _FACTS_MOST:
-        _FACTS.popitem(last=False)
-    return facts
+_READINGS: OrderedDict[int, _Reading] = OrderedDict()
+_READINGS_MOST = 1024
+LOOK_BACK = 32
+"""How many messages back a request may have grown since a request it extends."""
+
+
+def _reading(messages: list[dict[str, Any]]) -> _Reading:
+    """The reading of `messages`, extending that of an earlier request whose messages begin
+    these (the loop hands every request of a session the same message objects), so a step
+    reads only the messages added since its last request instead of the whole history."""
+    known, start = _Reading([], 0, ()), 0
+    for end in range(len(messages), max(0, len(messages) - LOOK_BACK), -1):
+        found = _READINGS.get(id(messages[end - 1]))
+        if found is not None and _extends(messages, found.messages, end):
+            known, start = found, end
+            break
+    chars, recalled = known.chars, list(known.recalled)
+    for message in messages[start:]:
+        content = message.get("content")
+        chars += len(content) if isinstance(content, str) else 0
+        chars += sum(len(c["function"]["arguments"]) for c in message.get("tool_calls") or ())
+        if is_recall(message):
+            recalled.append(tuple(recalled_lines(message)))
+    reading = _Reading(list(messages), chars, tuple(recalled))
+    if messages:
+        _READINGS[id(messages[-1])] = reading
+        _READINGS.move_to_end(id(messages[-1]))
+        if len(_READINGS) > _READINGS_MOST:
+            _READINGS.popitem(last=False)
+    return reading
+
+
+def _extends(messages: list[dict[str, Any]], earlier: list[dict[str, Any]], end: int) -> bool:
+    """`messages[:end]` equal `earlier` (a list compares its items by identity first, so the
+    shared history costs a pointer comparison each; only a rebuilt system message is compared
+    by value)."""
+    return len(earlier) == end and earlier == messages[:end]
 
 
 def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
@@ -163,10 +181,8 @@ def reply_to(text: str, offered: set[str], recalled: list[Recalled]) -> Reply:
 def recalled_context(messages: list[dict[str, Any]]) -> list[Recalled]:
     """Recalled lines, most recent message first, each line once."""
     seen: dict[Recalled, None] = {}
-    for message in reversed(messages):
-        recalled = _facts(message).recalled
-        if recalled:
-            seen.update(dict.fromkeys(recalled))
+    for recalled in reversed(_reading(messages).recalled):
+        seen.update(dict.fromkeys(recalled))
     return list(seen)
 
 
