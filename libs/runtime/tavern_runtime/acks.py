@@ -36,6 +36,11 @@ class Acks:
         self._waiting: dict[str, asyncio.Future[Msg]] = {}
         self._tokens = itertools.count(1)
 
+    @property
+    def pending(self) -> int:
+        """Publishes still waiting for their answer."""
+        return len(self._waiting)
+
     async def publish(
         self, subject: str, payload: bytes, *, headers: dict[str, str], timeout: float
     ) -> PubAck:
