@@ -222,21 +222,29 @@ class SessionLogWriter:
         return head
 
     async def append(
-        self, session_id: str, events: Sequence[SessionEvent], *, expected_last: int
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        *,
+        expected_last: int,
+        payloads: Sequence[bytes] | None = None,
     ) -> Appended:
         """Append `events` after log position `expected_last` (0 = empty log), all or nothing.
 
         Raises `ConcurrencyConflict` if the log has moved on (reload and decide again). Calling
         again with the same events and expectation after an unknown outcome is safe: if they
-        landed, the result says `already`.
+        landed, the result says `already`. `payloads` are the events already encoded (each
+        numbered for its position), so that encoding stays off the append's path.
         """
         numbered = assign_seqs(session_id, events, expected_last)
+        if payloads is not None and any(n is not e for n, e in zip(numbered, events, strict=True)):
+            payloads = None  # numbered here: encoded before they had their seqs
         head = await self._expected_head(session_id, expected_last)
         if head.log_seq != expected_last:  # confirm with the leader: a replica may lag
             head = await read_head(self._js, session_id, direct=False)
             return self._settle(session_id, numbered, head)
         try:
-            ack = await self._publish(session_id, numbered, head.stream_seq)
+            ack = await self._publish(session_id, numbered, head.stream_seq, payloads)
         except _WrongLastSequence:
             head = await read_head(self._js, session_id, direct=False)
             return self._settle(session_id, numbered, head)
@@ -271,12 +279,19 @@ class SessionLogWriter:
         )
 
     async def _publish(
-        self, session_id: str, events: tuple[SessionEvent, ...], expected_stream_seq: int
+        self,
+        session_id: str,
+        events: tuple[SessionEvent, ...],
+        expected_stream_seq: int,
+        payloads: Sequence[bytes] | None,
     ) -> PubAck:
+        encoded = list(payloads) if payloads is not None else [encode(e) for e in events]
         try:
             if len(events) == 1:
-                return await self._publish_one(session_id, events[0], expected_stream_seq)
-            return await self._publish_batch(session_id, events, expected_stream_seq)
+                return await self._publish_one(
+                    session_id, events[0], encoded[0], expected_stream_seq
+                )
+            return await self._publish_batch(session_id, events, encoded, expected_stream_seq)
         except APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE or exc.err_code == BATCH_DUPLICATE_ID:
                 raise _WrongLastSequence from exc
@@ -290,37 +305,42 @@ class SessionLogWriter:
             self.heads.drop(session_id)  # the outcome is unknown: re-read before the next append
             raise TransientError("append outcome unknown", session_id=session_id) from exc
 
-    async def _publish_one(self, session_id: str, event: SessionEvent, expected: int) -> PubAck:
+    async def _publish_one(
+        self, session_id: str, event: SessionEvent, payload: bytes, expected: int
+    ) -> PubAck:
         headers = append_headers(session_id, event, expected)
         subject = subjects.session_event(session_id, event.type)
-        ack = await self._acks.publish(
-            subject, encode(event), headers=headers, timeout=self._timeout
-        )
+        ack = await self._acks.publish(subject, payload, headers=headers, timeout=self._timeout)
         if ack.duplicate:  # a replicated stream checks ids before expectations: a retry of ours?
             raise _AlreadyStored(event.id)
         return ack
 
     async def _publish_batch(
-        self, session_id: str, events: tuple[SessionEvent, ...], expected: int
+        self,
+        session_id: str,
+        events: tuple[SessionEvent, ...],
+        payloads: list[bytes],
+        expected: int,
     ) -> PubAck:
         if len(events) > MAX_BATCH:
             raise PermanentError("batch too large", size=len(events), limit=MAX_BATCH)
         batch_id, count = new_id(), len(events)
-        first, *middle, last = events
+        first, last = events[0], events[-1]
         headers = append_headers(session_id, first, expected) | batch_headers(batch_id, 1, count)
         # The first message is a request so that a refused batch start is reported at once.
         reply = await self._acks.request(
-            _subject(first), encode(first), headers=headers, timeout=self._timeout
+            _subject(first), payloads[0], headers=headers, timeout=self._timeout
         )
         if reply.headers and reply.headers.get(Header.STATUS.value) == NO_RESPONDERS:
             raise NoStreamResponseError
         _raise_api_error(reply.data)
-        for index, event in enumerate(middle, start=2):
+        for index in range(2, count):
+            event = events[index - 1]
             headers = {Header.MSG_ID.value: event.id, **batch_headers(batch_id, index, count)}
-            await self._nc.publish(_subject(event), encode(event), headers=headers)
+            await self._nc.publish(_subject(event), payloads[index - 1], headers=headers)
         headers = {Header.MSG_ID.value: last.id, **batch_headers(batch_id, count, count)}
         return await self._acks.publish(
-            _subject(last), encode(last), headers=headers, timeout=self._timeout
+            _subject(last), payloads[-1], headers=headers, timeout=self._timeout
         )
 
 

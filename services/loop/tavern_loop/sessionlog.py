@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from tavern_events.envelope import SessionEvent
 from tavern_events.step import StepStarted
 from tavern_events.turn import TurnEnded, TurnStarted
+from tavern_events.union import encode
 from tavern_loop.domain.history import Message, Surface
 from tavern_loop.domain.state import SessionState, fold
 from tavern_runtime.errors import TransientError
@@ -59,6 +60,8 @@ class HeldLog:
         self.settled_cursor = settled_cursor(events)
         self._writer = writer
         self._staged: list[SessionEvent] = []
+        self._payloads: list[bytes] = []
+        """The staged events encoded, by the turn while the writer waits for the stream."""
         self._lock = asyncio.Lock()
         self._write_behind = write_behind
         self._behind: asyncio.Task[None] | None = None
@@ -74,6 +77,7 @@ class HeldLog:
             self.surface.apply(event)
             numbered.append(event)
         self._staged.extend(numbered)
+        self._payloads.extend(encode(event) for event in numbered)
         self._start_writing()
         return numbered
 
@@ -125,8 +129,9 @@ class HeldLog:
     async def _write_staged(self) -> None:
         while self._staged:
             for part in _parts(list(self._staged), self._writer.batch_min):
-                await self._append(part)
+                await self._append(part, self._payloads[: len(part)])
                 del self._staged[: len(part)]
+                del self._payloads[: len(part)]
                 self._settled(part)
 
     async def append(self, *events: SessionEvent) -> Sequence[SessionEvent]:
@@ -149,11 +154,13 @@ class HeldLog:
             elif isinstance(event, TurnEnded):
                 self.settled_cursor = self.durable_cursor
 
-    async def _append(self, events: Sequence[SessionEvent]) -> None:
+    async def _append(self, events: Sequence[SessionEvent], payloads: Sequence[bytes]) -> None:
         delay = 0.05
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
-                await self._writer.append(self.session_id, events, expected_last=events[0].seq - 1)
+                await self._writer.append(
+                    self.session_id, events, expected_last=events[0].seq - 1, payloads=payloads
+                )
                 return
             except TransientError:
                 if attempt == APPEND_ATTEMPTS:

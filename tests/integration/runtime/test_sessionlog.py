@@ -130,6 +130,20 @@ async def _append_until_won(writer: SessionLogWriter, sid: str, who: str, wins: 
                 continue  # lost this position: re-read the head and try the next one
 
 
+async def test_encoded_payloads_are_sent_as_given_unless_numbered_here(
+    provisioned: NatsConnection,
+) -> None:
+    writer = SessionLogWriter(provisioned.nc)
+    numbered = said("s1", "as given").model_copy(update={"seq": 1})
+    given = encode(numbered).replace(b"as given", b"AS GIVEN")  # visibly the caller's bytes
+    await writer.append("s1", [numbered], expected_last=0, payloads=[given])
+    unnumbered = said("s1", "numbered by the writer")  # seq 0: its payload would say 0
+    await writer.append("s1", [unnumbered], expected_last=1, payloads=[encode(unnumbered)])
+    stored = await SessionLogReader(provisioned.js).events("s1")
+    assert [e.seq for e in stored] == [1, 2]
+    assert [e.payload.text for e in stored] == ["AS GIVEN", "numbered by the writer"]
+
+
 async def test_retried_append_after_success_is_a_no_op(provisioned: NatsConnection) -> None:
     writer = SessionLogWriter(provisioned.nc)
     events = [said("s1", "once"), step("s1")]
