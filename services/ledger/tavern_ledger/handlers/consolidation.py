@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faststream import Context
-from faststream.nats import NatsBroker, NatsMessage
+from faststream.nats import NatsBroker
 
 from tavern_events import subjects
 from tavern_ledger.consolidation.candidates import Candidates, Proposal
@@ -22,6 +21,7 @@ from tavern_ledger.consolidation.rules import Activation, Rules
 from tavern_ledger.handlers.rpc import Reply, serve
 from tavern_ledger.ledger import LEDGER_KEY, SERVICE, Ledger
 from tavern_ledger.rights import Actor
+from tavern_runtime.context import Context, Message
 
 PREFIX = "consolidation"
 RPC_QUEUE = f"{SERVICE}-rpc"
@@ -31,7 +31,7 @@ def _actor(body: Any) -> Actor:
     return Actor(body.actor, body.reason)
 
 
-async def rule_activate(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def rule_activate(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: RuleActivateBody) -> Reply:
         activation = Activation(
             r.scope_id, r.domain, r.title, r.text, r.gates, r.evidence_ids, r.supersedes, r.source
@@ -43,7 +43,7 @@ async def rule_activate(body: Any, msg: NatsMessage, ledger: Ledger = Context(LE
     return await serve(ledger, "consolidation.rule.activate", msg.body, RuleActivateBody, handle)
 
 
-async def rule_pin(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def rule_pin(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: RulePinBody) -> Reply:
         reply = await Rules(ledger.pool).pin(r.rule_id, r.pinned, _actor(r))
         await ledger.relay.flush()
@@ -52,7 +52,7 @@ async def rule_pin(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_
     return await serve(ledger, "consolidation.rule.pin", msg.body, RulePinBody, handle)
 
 
-async def rule_list(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def rule_list(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: RuleListBody) -> Reply:
         limit = min(r.limit, ledger.caps.max_results)
         return await Rules(ledger.pool).listing(r.scope_id, r.state, limit)
@@ -60,9 +60,7 @@ async def rule_list(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER
     return await serve(ledger, "consolidation.rule.list", msg.body, RuleListBody, handle)
 
 
-async def candidate_create(
-    body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)
-) -> Reply:
+async def candidate_create(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: CandidateCreateBody) -> Reply:
         proposal = Proposal(r.scope_id, r.domain, r.evidence_ids, r.policy, r.pending)
         return await Candidates(ledger.pool).create(proposal, _actor(r))
@@ -72,7 +70,7 @@ async def candidate_create(
 
 
 async def candidate_transition(
-    body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)
+    body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)
 ) -> Reply:
     async def handle(r: CandidateTransitionBody) -> Reply:
         return await Candidates(ledger.pool).transition(
@@ -83,9 +81,7 @@ async def candidate_transition(
     return await serve(ledger, op, msg.body, CandidateTransitionBody, handle)
 
 
-async def candidate_list(
-    body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)
-) -> Reply:
+async def candidate_list(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: CandidateListBody) -> Reply:
         limit = min(r.limit, ledger.caps.max_results)
         return await Candidates(ledger.pool).listing(r.scope_id, r.state, r.domain, limit)

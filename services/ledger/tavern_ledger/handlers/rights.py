@@ -6,9 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from faststream import Context
-from faststream.nats import NatsMessage
-
 from tavern_ledger.domain.observations import Proposal
 from tavern_ledger.errors import RequestInvalid
 from tavern_ledger.handlers.rpc import Reply, serve
@@ -28,13 +25,14 @@ from tavern_ledger.requests import (
 from tavern_ledger.rights import Actor, Correction
 from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transfer import ExportRequest
+from tavern_runtime.context import Context, Message
 
 
 def _actor(body: Any) -> Actor:
     return Actor(body.actor, body.reason)
 
 
-async def recall(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def recall(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: RecallBody) -> Reply:
         request = RecallRequest(
             r.session_id, r.query[: ledger.caps.max_query_chars], r.turn, r.step, r.explain, r.as_of
@@ -45,7 +43,7 @@ async def recall(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KE
     return await serve(ledger, "recall", msg.body, RecallBody, handle, bounded=False)
 
 
-async def query(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def query(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: QueryBody) -> Reply:
         states = () if r.state == "all" else (r.state,)
         f = EvidenceFilter(
@@ -64,21 +62,21 @@ async def query(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY
     return await serve(ledger, "query", msg.body, QueryBody, handle)
 
 
-async def inspect(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def inspect(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: EvidenceRef) -> Reply:
         return await ledger.rights.inspect(r.evidence_id)
 
     return await serve(ledger, "inspect", msg.body, EvidenceRef, handle)
 
 
-async def history(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def history(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: EvidenceRef) -> Reply:
         return await ledger.rights.history(r.evidence_id)
 
     return await serve(ledger, "history", msg.body, EvidenceRef, handle)
 
 
-async def correct(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def correct(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: CorrectBody) -> Reply:
         if not (r.evidence_id or r.session_id or r.scope_id):
             raise RequestInvalid("a correction names evidence_id, session_id or scope_id")
@@ -93,7 +91,7 @@ async def correct(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_K
 def transition(op: str) -> Any:
     """The handler of one evidence transition (quarantine, release, redact, delete, rollback)."""
 
-    async def handler(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    async def handler(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
         async def handle(r: EvidenceRef) -> Reply:
             reply = await ledger.rights.transition(r.evidence_id, op, _actor(r))
             await ledger.relay.flush()
@@ -105,14 +103,14 @@ def transition(op: str) -> Any:
     return handler
 
 
-async def stats(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def stats(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: StatsBody) -> Reply:
         return await ledger.rights.stats(r.scope_id)
 
     return await serve(ledger, "stats", msg.body, StatsBody, handle)
 
 
-async def audit(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def audit(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: AuditBody) -> Reply:
         limit = min(r.limit, ledger.caps.max_results)
         return await ledger.rights.audit(
@@ -122,7 +120,7 @@ async def audit(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY
     return await serve(ledger, "audit", msg.body, AuditBody, handle)
 
 
-async def export(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def export(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ExportBody) -> Reply:
         req = ExportRequest(
             r.scope_id,
@@ -136,7 +134,7 @@ async def export(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KE
     return await serve(ledger, "export", msg.body, ExportBody, handle)
 
 
-async def import_(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def import_(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ImportBody) -> Reply:
         reply = await ledger.transfer.import_jsonl(r.jsonl, _actor(r))
         await ledger.relay.flush()
@@ -145,7 +143,7 @@ async def import_(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_K
     return await serve(ledger, "import", msg.body, ImportBody, handle)
 
 
-async def propose(body: Any, msg: NatsMessage, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ProposeBody) -> Reply:
         proposal = Proposal(
             r.scope_id,

@@ -12,9 +12,8 @@ from functools import partial
 from typing import Any
 
 import asyncpg
-from faststream import Context
 from faststream.exceptions import NackMessage
-from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+from faststream.nats import JStream, NatsBroker, PullSub
 
 from tavern_events import streams, subjects
 from tavern_events.envelope import SessionEvent
@@ -30,6 +29,7 @@ from tavern_ledger.stores.domain.limits import StoreLimits
 from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
 from tavern_ledger.stores.errors import StoreUnavailable
 from tavern_ledger.stores.gate import memory_gate
+from tavern_runtime.context import Context, Message
 from tavern_runtime.dlq import dead_letter
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
@@ -88,7 +88,7 @@ class StoreHandlers:
 
     def rpc(self, op: rpc.Operation[Any]) -> Callable[..., Awaitable[rpc.Reply]]:
         async def handle(
-            msg: NatsMessage, resources: ServiceResources = Context(RESOURCES_KEY)
+            msg: Message, resources: ServiceResources = Context(RESOURCES_KEY)
         ) -> rpc.Reply:
             ctx = self._context(resources)
             reply = await rpc.serve(ctx, self.limiter, op, msg.body)
@@ -123,7 +123,7 @@ class StoreHandlers:
         await js.publish(subject, data, stream=streams.LEDGER.name, headers={"Nats-Msg-Id": msg_id})
 
     async def on_session_event(
-        self, msg: NatsMessage, resources: ServiceResources = Context(RESOURCES_KEY)
+        self, msg: Message, resources: ServiceResources = Context(RESOURCES_KEY)
     ) -> None:
         """Apply a binding, mode change or turn end; idempotent, ordered by seq."""
         try:
@@ -150,7 +150,7 @@ class StoreHandlers:
             applied=applied,
         )
 
-    async def _dead_letter(self, msg: NatsMessage, exc: ContractError) -> None:
+    async def _dead_letter(self, msg: Message, exc: ContractError) -> None:
         await dead_letter(
             self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S),
             msg.raw_message,
@@ -167,7 +167,7 @@ def _pool(resources: ServiceResources) -> Pool:
     return resources.pool
 
 
-def _backoff(msg: NatsMessage) -> float:
+def _backoff(msg: Message) -> float:
     """1, 2, 4 ... 30 s by delivery count: a database outage must not exhaust max_deliver."""
     delivered = msg.raw_message.metadata.num_delivered or 1
     return float(min(30, 2 ** (delivered - 1)))
