@@ -267,6 +267,7 @@ class TurnRunner:
         self.stage(self.draft(StepStarted, StepStartedPayload(claimed=claims)))
         usage, outcomes, finish = Usage(), [], "error"
         try:
+            await asyncio.sleep(0)  # the log writer sends what is staged while the step is prepared
             await self._user_messages(inputs, reminders)
             if self.cancel.is_set():  # what was said is kept; no request is sent
                 raise TurnCancelled
