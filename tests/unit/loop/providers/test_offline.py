@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from tavern_loop.providers import offline
 from tavern_loop.providers.base import (
     ChatRequest,
     FinalMessage,
@@ -224,3 +225,33 @@ async def test_stream_yields_the_same_items_as_respond() -> None:
         True,
         32_768,
     )
+
+
+def _fresh_prompt_tokens(request: ChatRequest) -> int:
+    """`prompt_tokens` with nothing remembered from earlier requests."""
+    offline._READINGS.clear()
+    return offline.prompt_tokens(request)
+
+
+def test_a_request_that_extends_an_earlier_one_reads_the_same_as_a_fresh_one() -> None:
+    history = [user(f"message {i} " + "x" * i) for i in range(40)]
+    system = {"role": "system", "content": "You are a test."}
+
+    def request(messages: list[dict[str, Any]]) -> ChatRequest:
+        return ChatRequest(model="offline-1", messages=messages, tools=TOOLS)
+
+    for end in (5, 6, 12, 40):  # growing, as a session's steps do
+        grown = request([dict(system), *history[:end]])  # the system message is rebuilt each time
+        assert offline.prompt_tokens(grown) == _fresh_prompt_tokens(grown)
+        offline.prompt_tokens(grown)  # remembered for the next, longer request
+    compacted = request([dict(system), user("summary of earlier turns"), *history[30:]])
+    assert offline.prompt_tokens(compacted) == _fresh_prompt_tokens(compacted)
+    edited = [dict(system), *history[:39], user("an edited last message")]
+    offline.prompt_tokens(request([dict(system), *history]))
+    assert offline.prompt_tokens(request(edited)) == _fresh_prompt_tokens(request(edited))
+    recalled = request([dict(system), *history[:3], user(RECALL), *history[3:6]])
+    offline.prompt_tokens(request([dict(system), *history[:3], user(RECALL)]))
+    extended = offline.recalled_context(recalled.messages)
+    offline._READINGS.clear()
+    assert extended == offline.recalled_context(recalled.messages)
+    assert len(extended) == 3  # the recall message's three lines
