@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tavern_events.message import AssistantChunk, AssistantChunkPayload
 from tavern_events.parts import ToolCallDelta as DeltaPart
@@ -102,9 +103,10 @@ async def stream_reply(
     """Consume `source` until its final message or until `cancel` is set (closing it)."""
     text: list[str] = []
     reasoning: list[str] = []
+    cancelled: asyncio.Future[Any] = asyncio.ensure_future(cancel.wait())  # one for the stream
     try:
         while True:
-            item = await _next_or_cancel(source, cancel)
+            item = await _next_or_cancel(source, cancel, cancelled)
             if item is None:
                 return StreamOutcome(None, "".join(text), "".join(reasoning), cancelled=True)
             if isinstance(item, FinalMessage):
@@ -113,23 +115,25 @@ async def stream_reply(
             reasoning.append(item.reasoning)
             writer.add(item)
     finally:
+        cancelled.cancel()
         with contextlib.suppress(Exception):
             await source.aclose()
         await writer.close()
 
 
 async def _next_or_cancel(
-    source: AsyncGenerator[StreamItem, None], cancel: asyncio.Event
+    source: AsyncGenerator[StreamItem, None],
+    cancel: asyncio.Event,
+    cancelled: asyncio.Future[Any],
 ) -> StreamItem | None:
     if cancel.is_set():
         return None
-    step = asyncio.ensure_future(source.__anext__())
-    waiter = asyncio.ensure_future(cancel.wait())
-    done, _ = await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    step: asyncio.Future[Any] = asyncio.ensure_future(source.__anext__())
+    done, _ = await asyncio.wait({step, cancelled}, return_when=asyncio.FIRST_COMPLETED)
     if step in done:
-        waiter.cancel()
         try:
-            return step.result()
+            item: StreamItem = step.result()
+            return item
         except StopAsyncIteration as exc:
             raise RuntimeError("the provider stream ended without a final message") from exc
     step.cancel()  # closes the provider's HTTP stream from inside its generator
