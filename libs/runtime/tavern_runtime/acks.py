@@ -91,13 +91,21 @@ def _expire(answer: asyncio.Future[Msg]) -> None:
         answer.set_exception(nats.errors.TimeoutError())
 
 
-def pub_ack(msg: Msg) -> PubAck:
-    """A stream's answer to a publish, as nats-py's `js.publish` reads it."""
+def raise_refusal(msg: Msg) -> None:
+    """Raise what a stream's answer refuses: `NoStreamResponseError` when no stream listens,
+    the `APIError` (or subclass) it names; an empty answer (an atomic batch's start) passes."""
     if msg.headers and msg.headers.get(Header.STATUS.value) == NO_RESPONDERS:
         raise NoStreamResponseError
+    if msg.data and b'"error"' in msg.data:
+        error = json.loads(msg.data).get("error")
+        if error:
+            APIError.from_error(error)  # raises the error's class
+
+
+def pub_ack(msg: Msg) -> PubAck:
+    """A stream's answer to a publish, as nats-py's `js.publish` reads it."""
+    raise_refusal(msg)
     answer = json.loads(msg.data)
-    if "error" in answer:
-        APIError.from_error(answer["error"])  # raises the error's class
     return PubAck(
         stream=answer["stream"],
         seq=answer["seq"],

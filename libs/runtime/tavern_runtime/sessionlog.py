@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, Header, PubAck, RawStreamMsg
-from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
@@ -28,7 +28,7 @@ from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip, encode
 from tavern_runtime import directget
-from tavern_runtime.acks import NO_RESPONDERS, WRONG_LAST_SEQUENCE, Acks
+from tavern_runtime.acks import WRONG_LAST_SEQUENCE, Acks, raise_refusal
 from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
 from tavern_runtime.logs import get_logger
 
@@ -331,9 +331,7 @@ class SessionLogWriter:
         reply = await self._acks.request(
             _subject(first), payloads[0], headers=headers, timeout=self._timeout
         )
-        if reply.headers and reply.headers.get(Header.STATUS.value) == NO_RESPONDERS:
-            raise NoStreamResponseError
-        _raise_api_error(reply.data)
+        raise_refusal(reply)
         for index in range(2, count):
             event = events[index - 1]
             headers = {Header.MSG_ID.value: event.id, **batch_headers(batch_id, index, count)}
@@ -346,14 +344,6 @@ class SessionLogWriter:
 
 def _subject(event: SessionEvent) -> str:
     return subjects.session_event(event.session_id, event.type)
-
-
-def _raise_api_error(data: bytes) -> None:
-    if not data:
-        return
-    error = json.loads(data).get("error")
-    if error:
-        APIError.from_error(error)
 
 
 async def read_head(js: JetStreamContext, session_id: str, *, direct: bool) -> Head:
