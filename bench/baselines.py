@@ -15,8 +15,10 @@ import asyncpg
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
+from nats.js.errors import NoStreamResponseError
 
 from bench.cluster import led
 from bench.registry import Env, Result, baseline, figure
@@ -37,6 +39,23 @@ def payload(i: int = 0) -> bytes:
 PAYLOAD = payload()
 
 
+async def reachable(js: JetStreamContext, subject: str, timeout: float = 30.0) -> None:
+    """Publish one warm-up message once the subject's interest has crossed the cluster's routes.
+
+    A replicated stream can have its leader and current replicas a moment before the server the
+    client talks to knows where its subjects go; a publish then meets no responders.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await js.publish(subject, PAYLOAD)
+            return
+        except (NoRespondersError, NoStreamResponseError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 @asynccontextmanager
 async def bench_stream(
     url: str, replicas: int = 1
@@ -53,6 +72,7 @@ async def bench_stream(
         )
     )
     await led(js, "BENCH")
+    await reachable(js, "bench.warm")
     try:
         yield nc, js
     finally:
