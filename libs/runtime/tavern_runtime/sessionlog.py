@@ -29,6 +29,7 @@ from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip, encode
 from tavern_runtime import directget
 from tavern_runtime.acks import WRONG_LAST_SEQUENCE, Acks, raise_refusal
+from tavern_runtime.delivery import pending, stream_sequence
 from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
 from tavern_runtime.logs import get_logger
 
@@ -409,7 +410,7 @@ class SessionLogReader:
                 entry = self._entry(msg)
                 if entry is not None and entry.event.seq >= from_seq:
                     yield entry
-                if msg.metadata.num_pending == 0:
+                if pending(msg) == 0:
                     return
         finally:
             await sub.unsubscribe()
@@ -421,7 +422,7 @@ class SessionLogReader:
             raise TransientError("replay stalled", timeout=self.idle_timeout) from exc
 
     def _entry(self, msg: Msg) -> LogEntry | None:
-        return self._stored(msg.metadata.sequence.stream, msg.subject, msg.data)
+        return self._stored(stream_sequence(msg), msg.subject, msg.data)
 
     def _stored(self, stream_seq: int, subject: str, data: bytes | None) -> LogEntry | None:
         try:
