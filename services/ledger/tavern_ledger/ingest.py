@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -26,8 +26,9 @@ from tavern_runtime.pg import Pool
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
-PART = 128
-"""Most events per statement: Postgres writes one part of a batch while the next is planned."""
+PART = 32
+"""Most events per statement: Postgres writes one part of a batch while the next is decoded and
+planned."""
 
 
 def utc_now() -> datetime:
@@ -95,19 +96,28 @@ class Ingestor:
         self._pool, self._consumer = pool, consumer
         self._gate, self._extract, self._clock = gate, extract, clock
 
-    async def ingest(self, incoming: Sequence[Incoming], through: int = 0) -> IngestOutcome:
-        """Plan and commit one batch in one transaction; the checkpoint moves to the batch's
-        last stream sequence, or to `through` if higher (messages skipped or dead-lettered)."""
+    async def ingest(
+        self, parts: Iterable[Sequence[Incoming]], sessions: Collection[str], through: int = 0
+    ) -> IngestOutcome:
+        """Plan and commit one batch in one transaction. `parts` is the batch cut in order, and
+        may decode each part only when it is asked for: Postgres writes one part while the next
+        is decoded and planned. `sessions` names every session the batch's events belong to.
+        The checkpoint moves to the batch's last stream sequence, or to `through` if higher
+        (messages skipped or dead-lettered)."""
         with translated():
             async with self._pool().acquire() as conn, conn.transaction():
-                return await self._commit(conn, incoming, through)
+                return await self._commit(conn, parts, sessions, through)
 
     async def _commit(
-        self, conn: store.Conn, incoming: Sequence[Incoming], through: int
+        self,
+        conn: store.Conn,
+        parts: Iterable[Sequence[Incoming]],
+        sessions: Collection[str],
+        through: int,
     ) -> IngestOutcome:
-        known = await ingest.sessions(conn, {i.event.session_id for i in incoming})
+        known = await ingest.sessions(conn, sessions)
         planner = BatchPlanner(known, self._gate, self._extract)
-        tally = await self._write_parts(conn, planner, incoming)
+        tally = await self._write_parts(conn, planner, parts)
         await ingest.save_sessions(conn, list(tally.sessions.values()))
         checkpoint = max(tally.last_stream_seq, through)
         if checkpoint:
@@ -115,14 +125,14 @@ class Ingestor:
         return tally.outcome()
 
     async def _write_parts(
-        self, conn: store.Conn, planner: BatchPlanner, incoming: Sequence[Incoming]
+        self, conn: store.Conn, planner: BatchPlanner, parts: Iterable[Sequence[Incoming]]
     ) -> _Tally:
         """Plan and write the batch part by part: Postgres writes one part while the next one
         is planned (the connection runs one statement at a time, each awaited in turn)."""
         tally, now = _Tally(), self._clock()
         writing: asyncio.Future[list[EvidenceRow]] | None = None
         try:
-            for part in parts(incoming, PART):
+            for part in parts:
                 plan = planner.plan(part)
                 tally.add(plan)
                 prepared = _prepare(plan, now)

@@ -5,7 +5,7 @@ settings. Built by `build_app` (nothing opens here); the pool arrives with the l
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from faststream.nats import NatsBroker
@@ -19,6 +19,7 @@ from tavern_events.errors import ContractError
 from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip
+from tavern_ledger import ingest
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.domain.composer import ComposerConfig
 from tavern_ledger.domain.extract import ExtractConfig
@@ -37,6 +38,7 @@ from tavern_ledger.store import lexicon
 from tavern_ledger.transfer import Transfer
 from tavern_runtime import dlq
 from tavern_runtime.batchconsumer import BatchConsumer
+from tavern_runtime.delivery import stream_sequence
 from tavern_runtime.errors import ConcurrencyConflict, TransientError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
@@ -61,6 +63,48 @@ INGEST_DURABLE = "ledger-ingest"
 class Poison:
     msg: Msg
     error: Exception
+
+
+class _Decoding:
+    """One batch of deliveries, decoded part by part as ingestion asks for the parts."""
+
+    def __init__(
+        self, msgs: Sequence[Msg], decode: Callable[[Msg], Incoming | Poison | None]
+    ) -> None:
+        self._msgs, self._decode = msgs, decode
+        self._done: list[tuple[Msg, Incoming]] = []
+        self._through = 0
+        """How many of `msgs` are decoded."""
+        self.poison: list[Poison] = []
+
+    def sessions(self) -> set[str]:
+        """The sessions of the batch, read off the subjects (decoding checks they agree)."""
+        found = set()
+        for msg in self._msgs:
+            with contextlib.suppress(subjects.InvalidIdError):
+                found.add(subjects.session_id_of(msg.subject))
+        return found
+
+    def parts(self) -> Iterator[list[Incoming]]:
+        for part in ingest.parts(self._msgs, ingest.PART):
+            yield [item for _, item in self._take(len(part))]
+
+    def decoded(self) -> list[tuple[Msg, Incoming]]:
+        """Every message of the batch that is an event to ingest, with its message."""
+        self._take(len(self._msgs) - self._through)
+        return self._done
+
+    def _take(self, count: int) -> list[tuple[Msg, Incoming]]:
+        taken: list[tuple[Msg, Incoming]] = []
+        for msg in self._msgs[self._through : self._through + count]:
+            decoded = self._decode(msg)
+            if isinstance(decoded, Poison):
+                self.poison.append(decoded)
+            elif decoded is not None:
+                taken.append((msg, decoded))
+        self._through += count
+        self._done += taken
+        return taken
 
 
 def ingest_consumer() -> ConsumerSpec:
@@ -170,38 +214,35 @@ class Ledger:
         return self._js
 
     async def ingest_messages(self, msgs: Sequence[Msg]) -> None:
-        """Ingest one ordered batch: poison messages are dead-lettered, the rest committed in
-        one transaction; a batch that fails for any but a transient reason is retried message
-        by message, and the message that still fails is dead-lettered."""
-        incoming: list[tuple[Msg, Incoming]] = []
-        for msg in msgs:
-            decoded = self._decode(msg)
-            if isinstance(decoded, Poison):
-                await self._dead_letter(decoded.msg, decoded.error)
-            elif decoded is not None:
-                incoming.append((msg, decoded))
-        through = max(m.metadata.sequence.stream for m in msgs)
+        """Ingest one ordered batch in one transaction, decoded part by part while Postgres
+        writes the part before; poison messages are dead-lettered once the batch is in. A batch
+        that fails for any but a transient reason is retried message by message, and the
+        message that still fails is dead-lettered."""
+        batch = _Decoding(msgs, self._decode)
+        through = max(stream_sequence(m) for m in msgs)
         try:
-            outcome = await self.ingestor.ingest([i for _, i in incoming], through)
+            outcome = await self.ingestor.ingest(batch.parts(), batch.sessions(), through)
             log.info("evidence_ingested", messages=len(msgs), **outcome.counts())
             await self._index(outcome.rows)
         except (TransientError, ConcurrencyConflict):
             raise  # the whole batch is retried later (nak with backoff)
         except Exception as exc:  # refused data or a bug: find the message that causes it
-            log.warning("ingest_batch_rejected", error=repr(exc), messages=len(incoming))
-            await self._ingest_one_by_one(incoming, through)
+            log.warning("ingest_batch_rejected", error=repr(exc), messages=len(msgs))
+            await self._ingest_one_by_one(batch.decoded(), through)
+        for poison in batch.poison:
+            await self._dead_letter(poison.msg, poison.error)
         self.relay.kick()  # the facts go out while the next batch is read and planned
 
     async def _ingest_one_by_one(self, incoming: list[tuple[Msg, Incoming]], through: int) -> None:
         for msg, item in incoming:
             try:
-                outcome = await self.ingestor.ingest([item])
+                outcome = await self.ingestor.ingest([[item]], {item.event.session_id})
                 await self._index(outcome.rows)
             except (TransientError, ConcurrencyConflict):
                 raise
             except Exception as exc:  # this message alone fails: park it, go on
                 await self._dead_letter(msg, exc)
-        await self.ingestor.ingest([], through)
+        await self.ingestor.ingest([], (), through)
 
     async def _index(self, rows: Sequence[EvidenceRow]) -> None:
         """Feed the semantic channel after the commit; its failure never fails ingestion."""
@@ -220,7 +261,7 @@ class Ledger:
                 return None
             if found.event.session_id != subjects.session_id_of(msg.subject):
                 raise ContractError("event session_id does not match its subject")
-            return Incoming(msg.metadata.sequence.stream, found.event)
+            return Incoming(stream_sequence(msg), found.event)
         except (ContractError, subjects.InvalidIdError) as exc:
             return Poison(msg, exc)
 

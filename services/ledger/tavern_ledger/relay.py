@@ -87,10 +87,8 @@ class Relay:
         sub = await nc.subscribe(f"{inbox}.*", cb=acks.arrived)
         try:
             for index, p in enumerate(pending):
-                headers = {Header.MSG_ID.value: p.record.msg_id, _EXPECTED_STREAM: LEDGER.name}
-                await nc.publish(
-                    p.record.subject, p.record.body, reply=f"{inbox}.{index}", headers=headers
-                )
+                headers = {Header.MSG_ID.value: p.msg_id, _EXPECTED_STREAM: LEDGER.name}
+                await nc.publish(p.subject, p.body, reply=f"{inbox}.{index}", headers=headers)
             await asyncio.wait_for(acks.done.wait(), PUBLISH_TIMEOUT_S)
         finally:
             await sub.unsubscribe()
