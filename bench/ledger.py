@@ -24,7 +24,7 @@ from typing import Any
 import asyncpg
 import nats
 
-from bench.registry import Env, Result, baseline, figure
+from bench.registry import Env, Limits, Result, baseline, figure
 from tavern_events import subjects
 from tavern_events.ids import new_id
 from tavern_events.message import UserMessage, UserMessagePayload
@@ -255,6 +255,7 @@ async def pg_recent_select(env: Env, n: int) -> Result:
     servers=("postgres",),
     count=1000,
     description="tavern.rpc.ledger.recall over NATS, 100k evidence rows in scope, mixed EN/ZH",
+    limits=Limits(p50_ms=5, p99_ms=20),
 )
 async def ledger_recall(env: Env, n: int) -> Result:
     dsn = await _seeded_recall_db(env.database_url)
@@ -312,6 +313,7 @@ async def _recall_requests(url: str, queries: list[str], n: int) -> Result:
     servers=("postgres",),
     count=20000,
     description="ledger draining a SESSIONS backlog of user messages into evidence and facts",
+    limits=Limits(rate=20_000),
 )
 async def ledger_ingest(env: Env, n: int) -> Result:
     name = f"bench_ingest_{uuid.uuid4().hex[:8]}"

@@ -17,7 +17,7 @@ from typing import Any
 import nats
 
 from bench.cluster import led
-from bench.registry import Env, Result, figure
+from bench.registry import Env, Limits, Result, figure
 from tavern_events import subjects
 from tavern_events.ids import new_id
 from tavern_events.input import MessageInput, MessageInputPayload
@@ -74,8 +74,8 @@ async def _send(js: Any, message: MessageInput) -> None:
     servers=("fsync", "default", "cluster"),
     count=200,
     description="one turn with the offline model and 1 tool call (2 steps, 16 events, appended "
-    "conditionally, in atomic batches on R3), timed per turn, 200 turns in one session; goal "
-    "p50 <= 10 ms, p99 <= 30 ms",
+    "conditionally, in atomic batches on R3), timed per turn, 200 turns in one session",
+    limits=Limits(p50_ms=10, p99_ms=30),
 )
 async def loop_turn(env: Env, n: int) -> Result:
     nc = await nats.connect(env.nats_url, name="bench-loop")

@@ -53,6 +53,30 @@ Measure = Callable[[Env, int], Coroutine[Any, Any, Result]]
 
 
 @dataclass(frozen=True)
+class Limits:
+    """Absolute goals of a figure, judged on the median of its runs."""
+
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    rate: float | None = None
+    """Least operations per second."""
+
+    def verdicts(self, p50: float | None, p99: float | None, rate: float) -> list[str]:
+        found: list[str] = []
+        if self.p50_ms is not None and p50 is not None:
+            found.append(f"p50 ≤{self.p50_ms:g} ms {_met(p50 <= self.p50_ms)}")
+        if self.p99_ms is not None and p99 is not None:
+            found.append(f"p99 ≤{self.p99_ms:g} ms {_met(p99 <= self.p99_ms)}")
+        if self.rate is not None:
+            found.append(f"≥{self.rate:,.0f}/s {_met(rate >= self.rate)}")
+        return found
+
+
+def _met(held: bool) -> str:
+    return "met" if held else "MISSED"
+
+
+@dataclass(frozen=True)
 class Bench:
     name: str
     measure: Measure
@@ -61,6 +85,7 @@ class Bench:
     description: str
     baseline: str | None = None  # figures only: the raw bench they are compared with
     goal: float | None = None  # figures only: minimum rate ratio against the baseline
+    limits: Limits | None = None  # figures only: absolute goals (latency ceilings, rate floor)
 
     @property
     def is_figure(self) -> bool:
@@ -117,11 +142,12 @@ def figure(
     count: int,
     description: str,
     goal: float | None = None,
+    limits: Limits | None = None,
 ) -> Callable[[Measure], Measure]:
     """Register a project figure, reported as a ratio of `baseline` on the same server kind."""
 
     def register(measure: Measure) -> Measure:
-        _register(Bench(name, measure, servers, count, description, baseline, goal))
+        _register(Bench(name, measure, servers, count, description, baseline, goal, limits))
         return measure
 
     return register

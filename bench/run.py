@@ -144,9 +144,14 @@ def ratio(row: Row, by_key: dict[str, Row]) -> tuple[float, str] | None:
 
 
 def verdict(row: Row, found: tuple[float, str] | None) -> str:
-    if row.bench.goal is None or found is None:
-        return ""
-    return f"goal ≥{row.bench.goal:.2f} {'met' if found[0] >= row.bench.goal else 'MISSED'}"
+    """Each goal of the row and whether its median run meets it."""
+    verdicts: list[str] = []
+    if row.bench.goal is not None and found is not None:
+        held = found[0] >= row.bench.goal
+        verdicts.append(f"goal ≥{row.bench.goal:.2f} {'met' if held else 'MISSED'}")
+    if row.bench.limits is not None:
+        verdicts += row.bench.limits.verdicts(row.percentile(50), row.percentile(99), row.rate)
+    return ", ".join(verdicts)
 
 
 def table(rows: list[Row]) -> str:
@@ -191,6 +196,7 @@ def _row_json(row: Row, by_key: dict[str, Row]) -> dict[str, Any]:
         "baseline": found[1] if found else None,
         "ratio": round(found[0], 3) if found else None,
         "goal": row.bench.goal,
+        "verdict": verdict(row, found) or None,
     }
 
 
