@@ -38,8 +38,9 @@ def migrations() -> MigrationSet:
 def build_app(settings: LedgerSettings) -> FastStream:
     """The only wiring of the service; opens nothing until the app starts."""
     broker = build_broker(settings, SERVICE)
-    handlers.register(broker, settings)
+    store_handlers = handlers.register(broker, settings)
     resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
+    bindings = store_handlers.bindings_consumer(resources)
     context = ContextRepo()
     context.set_global(RESOURCES_KEY, resources)
     ledger = Ledger(settings, resources, broker)
@@ -55,5 +56,7 @@ def build_app(settings: LedgerSettings) -> FastStream:
         specification=AsyncAPI(title="tavern-ledger", version=handlers.VERSION),
     )
     app.after_startup(ledger.start)
+    app.after_startup(bindings.start)
     app.on_shutdown(ledger.stop)
+    app.on_shutdown(bindings.stop)
     return app

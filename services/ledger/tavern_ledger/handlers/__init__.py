@@ -35,15 +35,18 @@ RPCS: dict[str, Any] = {
 """`tavern.rpc.ledger.<op>` -> handler (request/reply, one queue group across replicas)."""
 
 
-def register(broker: NatsBroker, settings: LedgerSettings) -> None:
-    """Bind every handler of the service to `broker`."""
+def register(broker: NatsBroker, settings: LedgerSettings) -> stores.StoreHandlers:
+    """Bind every handler of the service to `broker`; returns the stores' handlers, whose
+    bindings consumer the app starts after the broker."""
     broker.subscriber(subjects.rpc(SERVICE, "ping"), queue=RPC_QUEUE)(ping)
     for op, handler in RPCS.items():
         broker.subscriber(subjects.rpc(SERVICE, op), queue=RPC_QUEUE)(handler)
-    stores.register(broker, settings)
+    store_handlers = stores.register(broker, settings)
     consolidation.register(broker)
-    # Ingestion (SESSIONS -> evidence) is not a FastStream subscriber: `Ledger.consumer` reads
-    # the `ledger-ingest` durable in ordered batches; the app starts it after the broker.
+    # Ingestion (SESSIONS -> evidence) and the stores' bindings are not FastStream subscribers:
+    # `Ledger.consumer` and `StoreHandlers.bindings_consumer` read their durables in ordered
+    # batches; the app starts them after the broker.
+    return store_handlers
 
 
 async def ping() -> dict[str, object]:

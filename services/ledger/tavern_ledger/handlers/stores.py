@@ -7,13 +7,14 @@ turn-scope variables when the turn ends.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
-import asyncpg
-from faststream.exceptions import NackMessage
-from faststream.nats import JStream, NatsBroker, PullSub
+from faststream.nats import NatsBroker
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from tavern_events import streams, subjects
 from tavern_events.envelope import SessionEvent
@@ -24,15 +25,18 @@ from tavern_ledger.config import LedgerSettings
 from tavern_ledger.ledger import gate_config
 from tavern_ledger.stores import bindings, catchup, outbox, rpc
 from tavern_ledger.stores.context import StoreContext
-from tavern_ledger.stores.domain.bindings import effect_of
+from tavern_ledger.stores.domain.bindings import Effect, ModeChange, effect_of
 from tavern_ledger.stores.domain.limits import StoreLimits
 from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
 from tavern_ledger.stores.errors import StoreUnavailable
 from tavern_ledger.stores.gate import memory_gate
+from tavern_runtime.batchconsumer import BatchConsumer, Handler
 from tavern_runtime.context import Context, Message
-from tavern_runtime.dlq import dead_letter
+from tavern_runtime.dlq import dead_letter, watch_max_deliveries
+from tavern_runtime.errors import ConcurrencyConflict, TransientError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
+from tavern_runtime.pgerrors import transaction
 from tavern_runtime.provision import ConsumerSpec
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources
 
@@ -52,22 +56,45 @@ BINDINGS_CONSUMER = ConsumerSpec(
     description="ledger: session bindings for scopes; turn ends expire turn-scope variables",
 )
 """Contract name: the durable consumer the ledger's stores read session events with."""
+BINDINGS_BATCH = 256
+"""Most session events the bindings consumer applies in one transaction."""
 
 
-def register(broker: NatsBroker, settings: LedgerSettings | None = None) -> None:
-    """Bind the stores' RPCs and the bindings consumer to `broker`."""
+def register(broker: NatsBroker, settings: LedgerSettings | None = None) -> StoreHandlers:
+    """Bind the stores' RPCs to `broker`; the bindings consumer is the returned handlers'
+    `bindings_consumer` (not a FastStream subscriber: it reads ordered batches)."""
     stores = StoreHandlers(broker, settings or LedgerSettings())
     for op in rpc.OPERATIONS:
         broker.subscriber(subjects.rpc(SERVICE, op.name), queue=RPC_QUEUE, max_workers=RPC_WORKERS)(
             stores.rpc(op)
         )
-    broker.subscriber(
-        "",
-        stream=JStream(streams.SESSIONS.name, declare=False),
-        durable=BINDINGS_CONSUMER.name,
-        config=BINDINGS_CONSUMER.config(),
-        pull_sub=PullSub(batch_size=1, timeout=1.0),
-    )(stores.on_session_event)
+    return stores
+
+
+class BindingsReader:
+    """The `ledger-bindings` durable read in ordered batches, and the watcher that
+    dead-letters what exhausted its deliveries."""
+
+    def __init__(self, broker: NatsBroker, handler: Handler) -> None:
+        self._broker = broker
+        self.consumer = BatchConsumer(BINDINGS_CONSUMER, handler, batch=BINDINGS_BATCH)
+        self._watcher: Subscription | None = None
+
+    async def start(self) -> None:
+        nc = self._broker.connection
+        js = nc.jetstream(timeout=PUBLISH_TIMEOUT_S)
+        self.consumer.start(nc, js)
+        self._watcher = await watch_max_deliveries(
+            nc, js, service=SERVICE, stream=streams.SESSIONS.name, consumer=BINDINGS_CONSUMER.name
+        )
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, then stop reading."""
+        await self.consumer.stop()
+        if self._watcher is not None:
+            with contextlib.suppress(Exception):
+                await self._watcher.unsubscribe()
+            self._watcher = None
 
 
 class StoreHandlers:
@@ -122,38 +149,80 @@ class StoreHandlers:
         js = self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S)
         await js.publish(subject, data, stream=streams.LEDGER.name, headers={"Nats-Msg-Id": msg_id})
 
-    async def on_session_event(
-        self, msg: Message, resources: ServiceResources = Context(RESOURCES_KEY)
-    ) -> None:
-        """Apply a binding, mode change or turn end; idempotent, ordered by seq."""
-        try:
-            decoded = decode_or_skip(msg.body, self.skips, SessionEvent)
-        except ContractError as exc:
-            await self._dead_letter(msg, exc)
-            return
-        effect = None if isinstance(decoded, Skipped) else effect_of(decoded.event)
-        if effect is None:
-            return
-        try:
-            async with _pool(resources).acquire() as conn:
-                applied = await bindings.apply(conn, effect)
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, StoreUnavailable) as exc:
-            delay = _backoff(msg)
-            log.warning("store_binding_retry", error=type(exc).__name__, delay_s=delay)
-            raise NackMessage(delay=delay) from None
-        if applied == "missing":  # a mode change before its session/created: try again soon
-            raise NackMessage(delay=1.0)
-        log.info(
-            "store_session_event_applied",
-            session_id=getattr(effect, "session_id", None),
-            subject=msg.raw_message.subject,
-            applied=applied,
-        )
+    def bindings_consumer(self, resources: ServiceResources) -> BindingsReader:
+        """The `ledger-bindings` durable, read in ordered batches (the app starts it after the
+        broker connects)."""
+        return BindingsReader(self.broker, partial(self.on_session_events, resources))
 
-    async def _dead_letter(self, msg: Message, exc: ContractError) -> None:
+    async def on_session_events(self, resources: ServiceResources, msgs: Sequence[Msg]) -> None:
+        """Apply the bindings, mode changes and turn ends of one ordered batch in one
+        transaction (each idempotent, ordered by seq). A malformed event is dead-lettered; when
+        Postgres refuses the batch, it goes event by event and the event it refuses is
+        dead-lettered; a mode change whose session is not bound yet reads the binding from the
+        log, else is delivered again later."""
+        effects: list[tuple[Msg, Effect]] = []
+        for msg in msgs:
+            try:
+                decoded = decode_or_skip(msg.data, self.skips, SessionEvent)
+            except ContractError as exc:
+                await self._dead_letter(msg, exc)
+                continue
+            effect = None if isinstance(decoded, Skipped) else effect_of(decoded.event)
+            if effect is not None:
+                effects.append((msg, effect))
+        if not effects:
+            return
+        try:
+            missing = await self._apply(resources, effects)
+        except (TransientError, ConcurrencyConflict):
+            raise  # the whole batch again, after a backoff
+        except Exception as exc:  # refused data or a bug: find the event that causes it
+            log.warning("store_bindings_batch_rejected", error=repr(exc), events=len(effects))
+            missing = await self._apply_one_by_one(resources, effects)
+        for msg, change in missing:
+            await self._unbound(resources, msg, change)
+        log.info("store_session_events_applied", events=len(effects), unbound=len(missing))
+
+    async def _apply(
+        self, resources: ServiceResources, effects: Sequence[tuple[Msg, Effect]]
+    ) -> list[tuple[Msg, ModeChange]]:
+        """Apply in one transaction; returns the mode changes of sessions not bound yet."""
+        missing: list[tuple[Msg, ModeChange]] = []
+        async with transaction(partial(_pool, resources)) as conn:
+            for msg, effect in effects:
+                if await bindings.apply(conn, effect) == "missing":
+                    missing.append((msg, cast(ModeChange, effect)))
+        return missing
+
+    async def _apply_one_by_one(
+        self, resources: ServiceResources, effects: Sequence[tuple[Msg, Effect]]
+    ) -> list[tuple[Msg, ModeChange]]:
+        missing: list[tuple[Msg, ModeChange]] = []
+        for msg, effect in effects:
+            try:
+                missing += await self._apply(resources, [(msg, effect)])
+            except (TransientError, ConcurrencyConflict):
+                raise
+            except Exception as exc:  # this event alone fails: park it, go on
+                await self._dead_letter(msg, exc)
+        return missing
+
+    async def _unbound(self, resources: ServiceResources, msg: Msg, change: ModeChange) -> None:
+        """A mode change before its session's binding: bind from the log if `session/created`
+        is there; else deliver it again later, and dead-letter it on its last delivery."""
+        if await self.catch_up(resources, change.session_id):
+            return
+        delivered = msg.metadata.num_delivered or 1
+        if delivered >= BINDINGS_CONSUMER.max_deliver:
+            reason = "a mode change of a session whose session/created is not in its log"
+            await self._dead_letter(msg, ContractError(reason))
+            return
+        await msg.nak(delay=min(30.0, 2.0 ** (delivered - 1)))
+
+    async def _dead_letter(self, msg: Msg, exc: Exception) -> None:
         await dead_letter(
             self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S),
-            msg.raw_message,
+            msg,
             service=SERVICE,
             consumer=BINDINGS_CONSUMER.name,
             reason=str(exc),
@@ -165,9 +234,3 @@ def _pool(resources: ServiceResources) -> Pool:
     if resources.pool is None:
         raise StoreUnavailable("the ledger has no database pool (starting or stopping)")
     return resources.pool
-
-
-def _backoff(msg: Message) -> float:
-    """1, 2, 4 ... 30 s by delivery count: a database outage must not exhaust max_deliver."""
-    delivered = msg.raw_message.metadata.num_delivered or 1
-    return float(min(30, 2 ** (delivered - 1)))

@@ -133,3 +133,48 @@ async def test_a_request_ahead_of_the_bindings_consumer_reads_the_binding_from_t
         assert unknown["error"]["code"] == "unknown_session"
     finally:
         await ledger.js.resume_consumer("SESSIONS", "ledger-bindings")
+
+
+async def test_an_event_postgres_refuses_is_dead_lettered_and_the_rest_of_its_batch_applies(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch goes in one transaction; when Postgres refuses it, the consumer applies it event
+    by event and parks only the event refused."""
+    from tavern_ledger.stores import bindings
+    from tavern_runtime.pgerrors import StoreRejected
+
+    real = bindings.apply
+
+    async def refusing(conn: object, effect: object) -> bindings.Applied:
+        if getattr(effect, "session_id", "") == "s-refused":
+            raise StoreRejected("CheckViolationError: refused for the test")
+        return await real(conn, effect)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bindings, "apply", refusing)
+    await ledger.js.pause_consumer("SESSIONS", "ledger-bindings", "2099-01-01T00:00:00Z")
+    await ledger.append(created("s-before", "chat_b", None, 1))
+    await ledger.append(created("s-refused", "chat_r", None, 1))
+    await ledger.append(created("s-after", "chat_a", None, 1))
+    await ledger.js.resume_consumer("SESSIONS", "ledger-bindings")
+
+    await eventually(lambda: settled(ledger), timeout=10)
+    assert await ledger.binding("s-before") is not None
+    assert await ledger.binding("s-after") is not None
+    assert await ledger.binding("s-refused") is None
+    record = decode_dead_letter((await ledger.js.get_last_msg("DLQ", "tavern.dlq.ledger")).data)
+    assert record.subject == "tavern.session.s-refused.session.created"
+    assert "refused for the test" in record.reason
+
+
+async def test_a_mode_change_of_a_session_never_created_does_not_hold_up_the_consumer(
+    ledger: Ledger,
+) -> None:
+    await ledger.append(to_st("s-orphan", 2))  # its session/created is not in the log
+    await ledger.open_session("s-later", "chat_l")  # applied while the orphan waits
+
+    async def handed_back() -> bool:
+        info = await ledger.js.consumer_info("SESSIONS", "ledger-bindings")
+        return info.num_redelivered >= 1
+
+    await eventually(handed_back, timeout=10)
+    assert await ledger.binding("s-orphan") is None
