@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -37,13 +39,38 @@ class ChatFiles:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{path.name}.tmp")
-        with temp.open("wb") as handle:
-            handle.write(data)
-            if self.durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(temp, path)
+        try:
+            with temp.open("wb") as handle:
+                handle.write(data)
+                if self.durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except OSError:
+            temp.unlink(missing_ok=True)  # no half-written temp file is left behind
+            raise
         return revision(data)
+
+    async def write_all(self, files: Sequence[tuple[str, bytes]]) -> list[str | OSError]:
+        """Write every `(key, data)` off the event loop, different files at once (their
+        fsyncs share the disk's flushes; the loop keeps serving the other projections).
+        Returns each file's revision, or the error that kept it from being written. Files with
+        the same key are written one after the other, in order."""
+        by_key: dict[str, list[int]] = {}
+        for index, (key, _) in enumerate(files):
+            by_key.setdefault(key, []).append(index)
+        found: list[str | OSError] = [OSError("not written")] * len(files)
+
+        def write_in_order(indexes: list[int]) -> None:
+            for index in indexes:
+                key, data = files[index]
+                try:
+                    found[index] = self.write(key, data)
+                except OSError as exc:
+                    found[index] = exc
+
+        await asyncio.gather(*(asyncio.to_thread(write_in_order, i) for i in by_key.values()))
+        return found
 
     def remove(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)

@@ -100,24 +100,18 @@ class ChatProjection(Projection):
     async def finish(self, conn: Conn, target: Target) -> None:
         """Write every changed chat, then its row (inside the batch's transaction)."""
         files = ChatFiles(target.chats_dir, durable=not target.shadow)
-        for session_id, cached in list(self.cache.items()):
-            if cached.dirty:
-                await self._flush(conn, target, files, session_id, cached)
+        dirty = [(sid, cached) for sid, cached in self.cache.items() if cached.dirty]
+        rendered = [(cached.state.binding.key, cached.state.render()) for _, cached in dirty]
+        written = await files.write_all(rendered)
+        for (session_id, cached), revision in zip(dirty, written, strict=True):
+            if isinstance(revision, OSError):  # this chat waits for repair; the others go on
+                log.error("chat_write_failed", session_id=session_id, error=repr(revision))
+                await self._mark(conn, target, session_id, cached.state.last_seq, repr(revision))
+                continue
+            cached.revision, cached.dirty = revision, False
+            await save_row(conn, target, cached)
         while len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)
-
-    async def _flush(
-        self, conn: Conn, target: Target, files: ChatFiles, session_id: str, cached: Cached
-    ) -> None:
-        try:
-            cached.revision = files.write(cached.state.binding.key, cached.state.render())
-        except OSError as exc:
-            self.cache.pop(session_id, None)
-            log.error("chat_write_failed", session_id=session_id, error=repr(exc))
-            await self._mark(conn, target, session_id, cached.state.last_seq, repr(exc))
-            return
-        cached.dirty = False
-        await save_row(conn, target, cached)
 
     async def _mark(
         self, conn: Conn, target: Target, session_id: str, seq: int, error: str
