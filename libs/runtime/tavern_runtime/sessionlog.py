@@ -390,13 +390,24 @@ class SessionLogReader:
 
     async def events(self, session_id: str, *, from_seq: int = 1) -> list[SessionEvent]:
         """The readable events of one session, in log order (batched direct gets: no consumer)."""
+        found, _ = await self.read(session_id)
+        return [event for event in found if event.seq >= from_seq]
+
+    async def read(
+        self, session_id: str, *, after_stream_seq: int = 0
+    ) -> tuple[list[SessionEvent], int]:
+        """The readable events of one session stored after `after_stream_seq`, in log order,
+        and the stream seq of the last of its messages read (`after_stream_seq` if none)."""
         found: list[SessionEvent] = []
+        last = after_stream_seq
         nc: Client = self.js._nc
-        async for msg in directget.scan(nc, STREAM, subjects.session_filter(session_id)):
+        subject = subjects.session_filter(session_id)
+        async for msg in directget.scan(nc, STREAM, subject, from_seq=after_stream_seq + 1):
+            last = msg.seq
             entry = self._stored(msg.seq, msg.subject, msg.data)
-            if entry is not None and entry.event.seq >= from_seq:
+            if entry is not None:
                 found.append(entry.event)
-        return found
+        return found, last
 
     async def _replay(
         self, filter_subject: str, start: dict[str, Any], from_seq: int

@@ -26,6 +26,7 @@ from tavern_loop.config import LoopSettings, loop_options
 from tavern_loop.dispatch import DURABLE, Dispatcher
 from tavern_loop.domain.guard import RepeatGuard
 from tavern_loop.lease import Leases
+from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
 from tavern_loop.providers.config import LLMConfig
 from tavern_loop.providers.router import ProviderRouter, build_router
@@ -155,6 +156,7 @@ class LoopEngine:
             new_id,
             recall,
             store,
+            logs=LogCache(options.log_cache_events),
         )
 
     def _pipeline(self) -> ToolPipeline:

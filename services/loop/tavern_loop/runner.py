@@ -14,6 +14,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from tavern_events import subjects
+from tavern_events.envelope import SessionEvent
 from tavern_events.session import SessionCreated
 from tavern_loop.commands import Creation
 from tavern_loop.domain.binding import Refusal, created_binding, default_binding
@@ -81,6 +82,8 @@ class SessionRunner:
         self._wake = asyncio.Event()  # an input of this session arrived
         self._arrivals = Arrivals()  # which ones, for the step boundaries of a turn
         self._first_read = True
+        self._read: tuple[int, int] = (0, 0)
+        """The log seq of the last event this runner read, and where its last message is."""
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
 
     def claimed(self, stream_seq: int) -> bool:
@@ -93,8 +96,10 @@ class SessionRunner:
     async def run(self) -> None:
         self._keeper.start()
         sub = await self._nc.subscribe(subjects.input_filter(self.session_id), cb=self._live)
+        finished = False
         try:
             await self._run()
+            finished = True
         except ConcurrencyConflict:
             log.warning("session_taken_over", session_id=self.session_id)
         finally:
@@ -102,6 +107,8 @@ class SessionRunner:
                 await sub.unsubscribe()
             if self.held is not None:
                 await self.held.close()
+                if finished:
+                    self._keep_log(self.held)
             await self._keeper.stop()
             if not self._keeper.lost.is_set():
                 await self._leases.release(self.lease)
@@ -117,7 +124,7 @@ class SessionRunner:
                 self.cancel.set()
 
     async def _run(self) -> None:
-        events = await SessionLogReader(self._deps.js).events(self.session_id)
+        events = await self._read_log()
         self.held = HeldLog(self.session_id, self._writer, events)
         await self._repair(self.held)
         stopping = self._deps.stopping
@@ -133,6 +140,36 @@ class SessionRunner:
             turn = TurnRunner(self.held, self._deps, self.cancel, creation, self._arrivals)
             await turn.run(claim)
             self.progress.set()
+
+    async def _read_log(self) -> list[SessionEvent]:
+        """The session's log: the one its last runner here let go, with what was stored
+        after it, when that continues it; else read whole."""
+        reader = SessionLogReader(self._deps.js)
+        known = self._deps.logs.take(self.session_id)
+        if known is not None:
+            newer, through = await reader.read(self.session_id, after_stream_seq=known.stream_seq)
+            events = known.extended(newer)
+            if events is not None:
+                self._read = (events[-1].seq if events else 0, through)
+                return events
+            log.warning("kept_log_discontinued", session_id=self.session_id)
+        events, through = await reader.read(self.session_id)
+        self._read = (events[-1].seq if events else 0, through)
+        return events
+
+    def _keep_log(self, held: HeldLog) -> None:
+        """Leave the log for the session's next runner here, if all of it is durable and
+        where its last message is stored is known."""
+        if held.failure is not None or held.durable_seq != held.state.last_seq:
+            return
+        if not held.events:
+            return
+        last = held.events[-1]
+        head = self._writer.heads.get(self.session_id)
+        if head is not None and (head.event_id, head.log_seq) == (last.id, last.seq):
+            self._deps.logs.keep(self.session_id, held.events, head.stream_seq)
+        elif self._read[0] == last.seq:  # nothing appended since the read
+            self._deps.logs.keep(self.session_id, held.events, self._read[1])
 
     async def _idle(self) -> bool:
         """Keep the lease a moment for the next input (no new lease, no log re-read)."""

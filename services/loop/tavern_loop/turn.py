@@ -48,6 +48,7 @@ from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import derive_messages
 from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs
+from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
@@ -90,6 +91,8 @@ class LoopDeps:
     spill: SpillStore | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the replica shuts down: runners finish their turn and take no new one."""
+    logs: LogCache = field(default_factory=LogCache)
+    """Session logs runners let go, shared by the replica's runners."""
 
 
 class TurnCancelled(Exception):
