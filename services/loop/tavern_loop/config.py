@@ -31,6 +31,12 @@ class LoopSettings(TavernSettings):
     loop_allow_bulk_deletes: bool = Field(
         default=False, description="let one variable_patch delete several variables"
     )
+    loop_log_cache_events: int = Field(
+        default=100_000,
+        ge=0,
+        description="events of session logs kept after their runner lets them go (about 3 KB "
+        "each), so a session's next turn reads only what was stored since; 0: read whole",
+    )
     loop_projection_ratios: dict[str, float] = Field(
         default_factory=lambda: {"kernel": 0.15, "recent": 0.35, "retrieved": 0.25, "reply": 0.25},
         description="agent-managed budget zones as shares of the context window",
@@ -57,4 +63,4 @@ def loop_options(settings: LoopSettings) -> LoopOptions:
         allow_bulk_deletes=settings.loop_allow_bulk_deletes,
         projection=projection,
     )
-    return LoopOptions(profiles=profiles)
+    return LoopOptions(profiles=profiles, log_cache_events=settings.loop_log_cache_events)
