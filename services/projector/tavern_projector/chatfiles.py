@@ -53,7 +53,8 @@ class ChatFiles:
 
     async def write_all(self, files: Sequence[tuple[str, bytes]]) -> list[str | OSError]:
         """Write every `(key, data)` off the event loop, different files at once (their
-        fsyncs share the disk's flushes; the loop keeps serving the other projections).
+        fsyncs share the disk's flushes; the loop keeps serving the other projections); a
+        rebuild's shadow, which is not fsynced file by file, is written in place.
         Returns each file's revision, or the error that kept it from being written. Files with
         the same key are written one after the other, in order."""
         by_key: dict[str, list[int]] = {}
@@ -69,6 +70,10 @@ class ChatFiles:
                 except OSError as exc:
                     found[index] = exc
 
+        if not self.durable:  # no fsync to wait for: threads would only add their hops
+            for indexes in by_key.values():
+                write_in_order(indexes)
+            return found
         await asyncio.gather(*(asyncio.to_thread(write_in_order, i) for i in by_key.values()))
         return found
 

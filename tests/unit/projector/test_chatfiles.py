@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tavern_projector.chatfiles import ChatFiles, revision
 
 
+@pytest.mark.parametrize("durable", [True, False], ids=["live", "shadow"])
 async def test_files_are_written_together_and_the_same_file_keeps_its_order(
-    tmp_path: Path,
+    tmp_path: Path, durable: bool
 ) -> None:
-    files = ChatFiles(tmp_path)
+    files = ChatFiles(tmp_path, durable=durable)
     (tmp_path / "Mira" / "blocked.jsonl").mkdir(parents=True)  # a rename onto it fails
     batch = [
         ("Mira/a", b"a1\n"),

@@ -36,9 +36,13 @@ class ChatFormatError(ValueError):
     """A chat file that is not SillyTavern JSONL (the message names the 1-based line)."""
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
-    """Compact JSON as `JSON.stringify` writes it (no ASCII escaping, no spaces)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON as `JSON.stringify` writes it (no ASCII escaping, no spaces); one encoder
+    for every call (a chat replay encodes each message it writes)."""
+    return _COMPACT.encode(value)
 
 
 def send_date(ts: datetime, tz: tzinfo) -> str:
