@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import nats.errors
 import pytest
+from nats.aio.msg import Msg
 from nats.js.errors import APIError, NoStreamResponseError
 
 from tavern_runtime.acks import Acks
@@ -56,4 +58,26 @@ async def test_no_stream_and_no_answer(provisioned: NatsConnection) -> None:
         await acks.publish("silent.listener", b"{}", headers={}, timeout=0.2)
     await silent.unsubscribe()
     assert acks.pending == 0  # nothing left behind by the refused or unanswered publishes
+    await acks.close()
+
+
+async def test_each_publish_keeps_its_own_deadline_under_the_shared_timer(
+    provisioned: NatsConnection,
+) -> None:
+    acks = Acks(provisioned.nc)
+    held: asyncio.Queue[Msg] = asyncio.Queue()
+    slow = await provisioned.nc.subscribe("slow.listener", cb=held.put)
+    silent = await provisioned.nc.subscribe("silent.listener")
+    patient = asyncio.ensure_future(acks.publish("slow.listener", b"{}", headers={}, timeout=30))
+    request = await asyncio.wait_for(held.get(), 5)
+    started = time.monotonic()
+    with pytest.raises(nats.errors.TimeoutError):  # shorter than the deadline already set
+        await acks.publish("silent.listener", b"{}", headers={}, timeout=0.2)
+    assert time.monotonic() - started < 2
+    assert acks.pending == 1
+    await request.respond(b'{"stream":"SESSIONS","seq":7}')
+    assert (await asyncio.wait_for(patient, 5)).seq == 7
+    assert acks.pending == 0
+    await slow.unsubscribe()
+    await silent.unsubscribe()
     await acks.close()
