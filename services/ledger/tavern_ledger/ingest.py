@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -25,6 +25,8 @@ from tavern_ledger.store import ingest
 from tavern_runtime.pg import Pool
 
 Clock = Callable[[], datetime]
+Creations = Callable[[Collection[str]], Awaitable[Mapping[str, SessionFacts]]]
+"""The facts of sessions from their `session/created`, for sessions ingestion has not stored."""
 T = TypeVar("T")
 PART = 32
 """Most events per statement: Postgres writes one part of a batch while the next is decoded and
@@ -92,9 +94,11 @@ class Ingestor:
         gate: GateConfig,
         extract: ExtractConfig,
         clock: Clock = utc_now,
+        creations: Creations | None = None,
     ) -> None:
         self._pool, self._consumer = pool, consumer
         self._gate, self._extract, self._clock = gate, extract, clock
+        self._creations = creations
 
     async def ingest(
         self, parts: Iterable[Sequence[Incoming]], sessions: Collection[str], through: int = 0
@@ -116,6 +120,13 @@ class Ingestor:
         through: int,
     ) -> IngestOutcome:
         known = await ingest.sessions(conn, sessions)
+        unseen = [s for s in sessions if s not in known]
+        if unseen and self._creations is not None:
+            # Replicas share the durable: the batch carrying a session's creation may still be
+            # in another replica's hands. Its scope and type come from its log, not the order.
+            learned = await self._creations(unseen)
+            await ingest.save_sessions(conn, list(learned.values()))
+            known.update(learned)
         planner = BatchPlanner(known, self._gate, self._extract)
         tally = await self._write_parts(conn, planner, parts)
         await ingest.save_sessions(conn, list(tally.sessions.values()))

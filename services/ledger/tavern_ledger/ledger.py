@@ -4,25 +4,30 @@ settings. Built by `build_app` (nothing opens here); the pool arrives with the l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
-from tavern_events.errors import ContractError
+from tavern_events.errors import ContractError, UnknownEventError
+from tavern_events.session import SessionCreated
 from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
-from tavern_events.union import Decoded, decode_or_skip
+from tavern_events.union import Decoded, decode, decode_or_skip
 from tavern_ledger import ingest
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.domain.composer import ComposerConfig
-from tavern_ledger.domain.extract import ExtractConfig
+from tavern_ledger.domain.extract import ExtractConfig, SessionFacts, session_facts_of
 from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.ingestion import Incoming
 from tavern_ledger.domain.limits import Caps, RateLimiter
@@ -57,6 +62,7 @@ LEDGER_KEY = "ledger"
 """Where the app puts its `Ledger` in the FastStream context (`Context(LEDGER_KEY)`)."""
 SERVICE = "ledger"
 INGEST_DURABLE = "ledger-ingest"
+UNCREATED_KEPT = 10_000
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,11 @@ class Ledger:
         self._js: JetStreamContext | None = None
         gate = gate_config(settings)
         extract = ExtractConfig(subagent_downgrade=settings.ledger_subagent_downgrade)
-        self.ingestor = Ingestor(self.pool, INGEST_DURABLE, gate, extract)
+        self.ingestor = Ingestor(
+            self.pool, INGEST_DURABLE, gate, extract, creations=self.session_creations
+        )
+        self._uncreated: OrderedDict[str, None] = OrderedDict()
+        """Sessions whose logs hold no `session/created` (it would precede every other event)."""
         self.semantic = semantic or NoSemanticIndex()
         self.recaller = Recaller(self.pool, recall_settings(settings), self.semantic)
         self.rights = Rights(self.pool, gate)
@@ -243,6 +253,35 @@ class Ledger:
             except Exception as exc:  # this message alone fails: park it, go on
                 await self._dead_letter(msg, exc)
         await self.ingestor.ingest([], (), through)
+
+    async def session_creations(self, session_ids: Collection[str]) -> dict[str, SessionFacts]:
+        """The facts of sessions ingestion has not stored yet, from the `session/created` in
+        their logs (sessions whose log has none are remembered and not asked again)."""
+        wanted = [s for s in session_ids if s not in self._uncreated]
+        found = await asyncio.gather(*(self._creation(s) for s in wanted))
+        learned: dict[str, SessionFacts] = {}
+        for session_id, facts in zip(wanted, found, strict=True):
+            if facts is None:
+                self._uncreated[session_id] = None
+                if len(self._uncreated) > UNCREATED_KEPT:
+                    self._uncreated.popitem(last=False)
+            else:
+                learned[session_id] = facts
+        return learned
+
+    async def _creation(self, session_id: str) -> SessionFacts | None:
+        subject = subjects.session_event(session_id, "session/created")
+        try:
+            msg = await self.js().get_last_msg(SESSIONS.name, subject)
+        except NotFoundError:
+            return None
+        except (NatsError, TimeoutError) as exc:
+            raise TransientError("session log unavailable", session_id=session_id) from exc
+        try:
+            event = decode(msg.data or b"", SessionCreated)
+        except (ContractError, UnknownEventError):
+            return None  # unreadable: the consumer dead-letters it when it meets it
+        return session_facts_of(event)
 
     async def _index(self, rows: Sequence[EvidenceRow]) -> None:
         """Feed the semantic channel after the commit; its failure never fails ingestion."""

@@ -150,3 +150,26 @@ async def test_a_message_that_fails_inside_a_batch_is_isolated_and_dead_lettered
     record = await eventually(parked, timeout=10)
     assert record["stream_seq"] == 2
     assert "cannot store this one" in str(record["reason"])
+
+
+async def test_a_session_is_scoped_and_typed_by_its_creation_whatever_order_batches_commit(
+    ledger: LedgerBus,
+) -> None:
+    """Replicas share the ingest durable, so a batch with a session's first messages may commit
+    before the batch with its `session/created`. Stored in that order here: the scope (its chat)
+    and the type (a subagent) still come from the creation in the log."""
+    await ledger.js.pause_consumer("SESSIONS", "ledger-ingest", "2099-01-01T00:00:00Z")
+    await ledger.publish(user_message("late1", 2, "Summarise the open pull requests"))
+    await ledger.publish(user_message("never", 2, "A session whose log has no creation"))
+    last = await ledger.publish(session_created("late1", chat_id="chat-l", source="agent:main"))
+    await ledger.js.resume_consumer("SESSIONS", "ledger-ingest")
+    await ledger.ingested_through(last)
+
+    [row] = await ledger.evidence(session_id="late1")
+    assert (row["scope_id"], row["session_type"], row["authority"]) == (
+        "chat-l",
+        "subagent",
+        "agent_inference",
+    )
+    [orphan] = await ledger.evidence(session_id="never")
+    assert (orphan["scope_id"], orphan["session_type"]) == ("never", "root")
