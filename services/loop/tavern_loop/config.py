@@ -32,10 +32,11 @@ class LoopSettings(TavernSettings):
         default=False, description="let one variable_patch delete several variables"
     )
     loop_log_cache_events: int = Field(
-        default=100_000,
+        default=50_000,
         ge=0,
         description="events of session logs kept after their runner lets them go (about 3 KB "
-        "each), so a session's next turn reads only what was stored since; 0: read whole",
+        "each: 150 MB at the default), so a session's next turn reads only what was stored "
+        "since; 0: read whole",
     )
     loop_projection_ratios: dict[str, float] = Field(
         default_factory=lambda: {"kernel": 0.15, "recent": 0.35, "retrieved": 0.25, "reply": 0.25},

@@ -38,7 +38,7 @@ class LogCache:
 
     A log is taken out while a runner holds the session (that runner owns the only copy)."""
 
-    def __init__(self, max_events: int = 100_000) -> None:
+    def __init__(self, max_events: int = 50_000) -> None:
         self.max_events = max_events
         self._logs: OrderedDict[str, KnownLog] = OrderedDict()
         self._events = 0

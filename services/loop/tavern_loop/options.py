@@ -117,7 +117,7 @@ class LoopOptions:
     lease_ttl_s: float = 10.0
     idle_hold_s: float = 2.0
     """How long a runner keeps an idle session's lease waiting for its next input."""
-    log_cache_events: int = 100_000
+    log_cache_events: int = 50_000
     """Events of logs let go that a replica keeps, so that a session's next runner reads only
     what was stored since (0: every runner reads its session's whole log)."""
     chunk_events: bool = True
