@@ -24,6 +24,7 @@ from nats.errors import Error as NatsError
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
+from tavern_runtime import dlq
 from tavern_runtime.logs import get_logger
 from tavern_runtime.provision import ConsumerSpec
 
@@ -51,11 +52,15 @@ class BatchConsumer:
         batch: int = 256,
         wait_s: float = 1.0,
         retry_delay_s: float = RETRY_DELAY_S,
+        dead_letters_as: str | None = None,
     ) -> None:
+        """`dead_letters_as` names the service whose dead letters the messages that exhaust
+        their deliveries become (a max-deliveries watcher runs as long as the consumer)."""
         self.spec = spec
         self._durable, self._stream, self._config = spec.name, spec.stream, spec.config()
         self._handler = handler
         self._batch, self._wait, self._retry = batch, wait_s, retry_delay_s
+        self._dead_letters_as = dead_letters_as
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
@@ -76,6 +81,22 @@ class BatchConsumer:
                 await self._task
 
     async def _run(self, nc: Client, js: JetStreamContext) -> None:
+        watcher = await self._watch(nc, js)
+        try:
+            await self._consume(nc, js)
+        finally:
+            if watcher is not None:
+                with contextlib.suppress(NatsError):
+                    await watcher.unsubscribe()
+
+    async def _watch(self, nc: Client, js: JetStreamContext) -> Subscription | None:
+        if self._dead_letters_as is None:
+            return None
+        return await dlq.watch_max_deliveries(
+            nc, js, service=self._dead_letters_as, stream=self._stream, consumer=self._durable
+        )
+
+    async def _consume(self, nc: Client, js: JetStreamContext) -> None:
         if not await self._bind(js):
             return
         log.info("consumer_started", consumer=self._durable, stream=self._stream)

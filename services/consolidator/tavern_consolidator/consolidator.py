@@ -4,14 +4,12 @@ consumers and the background worker start after the broker connected."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from tavern_consolidator.config import ConsolidatorSettings
@@ -131,10 +129,21 @@ class Consolidator:
         self.scheduler = Scheduler(jobs, self._sweep, settings.consolidator_poll_s)
         batch, wait = settings.consolidator_consumer_batch, settings.consolidator_consumer_wait_s
         self.consumers = (
-            BatchConsumer(ledger_consumer(), self._ledger_facts, batch=batch, wait_s=wait),
-            BatchConsumer(sessions_consumer(), self._session_events, batch=batch, wait_s=wait),
+            BatchConsumer(
+                ledger_consumer(),
+                self._ledger_facts,
+                batch=batch,
+                wait_s=wait,
+                dead_letters_as=SERVICE,
+            ),
+            BatchConsumer(
+                sessions_consumer(),
+                self._session_events,
+                batch=batch,
+                wait_s=wait,
+                dead_letters_as=SERVICE,
+            ),
         )
-        self._watchers: list[Subscription] = []
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -147,14 +156,6 @@ class Consolidator:
         )
         for consumer in self.consumers:
             consumer.start(self._broker.connection, self.js())
-            watcher = await dlq.watch_max_deliveries(
-                self._broker.connection,
-                self.js(),
-                service=SERVICE,
-                stream=consumer.spec.stream,
-                consumer=consumer.spec.name,
-            )
-            self._watchers.append(watcher)
         self.scheduler.start()
         if self.settings.consolidator_rules_dir is not None:
             self.scheduler.wake("views", ["*"])
@@ -165,9 +166,6 @@ class Consolidator:
         for consumer in self.consumers:
             await consumer.stop(grace / 2)
         await self.scheduler.stop(grace / 2)
-        for watcher in self._watchers:
-            with contextlib.suppress(Exception):
-                await watcher.unsubscribe()
         if self._model is not None:
             await self._model.aclose()
 

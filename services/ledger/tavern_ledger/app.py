@@ -55,8 +55,13 @@ def build_app(settings: LedgerSettings) -> FastStream:
         logger=get_logger("faststream"),
         specification=AsyncAPI(title="tavern-ledger", version=handlers.VERSION),
     )
+
+    async def start_bindings() -> None:
+        nc = broker.connection
+        bindings.start(nc, nc.jetstream(timeout=5.0))
+
     app.after_startup(ledger.start)
-    app.after_startup(bindings.start)
+    app.after_startup(start_bindings)
     app.on_shutdown(ledger.stop)
     app.on_shutdown(bindings.stop)
     return app

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -181,8 +180,8 @@ class Ledger:
             self.ingest_messages,
             batch=settings.ledger_ingest_batch,
             wait_s=settings.ledger_ingest_wait_s,
+            dead_letters_as=SERVICE,
         )
-        self._watcher: Subscription | None = None
 
     async def start(self) -> None:
         """After the broker connected: publish leftover facts, start ingesting, and turn
@@ -190,13 +189,6 @@ class Ledger:
         await self.relay.flush()
         await self._rebuild_postings()
         self.consumer.start(self._broker.connection, self.js())
-        self._watcher = await dlq.watch_max_deliveries(
-            self._broker.connection,
-            self.js(),
-            service=SERVICE,
-            stream=SESSIONS.name,
-            consumer=INGEST_DURABLE,
-        )
 
     async def _rebuild_postings(self) -> None:
         """Postings made by an older tokeniser are rebuilt before ingestion adds new ones."""
@@ -209,9 +201,6 @@ class Ledger:
         """Before the broker closes: finish the batch in hand and publish its facts."""
         await self.consumer.stop()
         await self.relay.idle()
-        if self._watcher is not None:
-            with contextlib.suppress(Exception):
-                await self._watcher.unsubscribe()
 
     def pool(self) -> Pool:
         if self._resources.pool is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import nats
 import pytest
@@ -15,8 +15,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from tavern_events.dlq import DeadLetter, decode_dead_letter
+from tavern_events.streams import DLQ
 from tavern_runtime.batchconsumer import BatchConsumer
-from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.provision import ConsumerSpec, provision
 from tests.support import eventually
 
 pytestmark = pytest.mark.integration
@@ -128,3 +130,35 @@ async def test_a_stop_hands_back_what_it_fetched_but_did_not_hand_over(
     finally:
         await restarted.stop()
     assert sorted(second.handled()) == list(range(10, 30))
+
+
+async def test_a_batch_that_exhausts_its_deliveries_becomes_dead_letters(
+    bus: tuple[Client, JetStreamContext],
+) -> None:
+    """With `dead_letters_as`, the consumer's own watcher parks what it gave up on."""
+    nc, js = bus
+    await provision(js, stream_specs=[DLQ], buckets=())
+    spec = replace(SPEC, name="doomed", max_deliver=2)
+    await publish(js, range(3))
+    recorder = Recorder(fail_first=1_000)
+    consumer = BatchConsumer(
+        spec, recorder, batch=16, wait_s=0.05, retry_delay_s=0.05, dead_letters_as="tests"
+    )
+    consumer.start(nc, js)
+
+    async def parked() -> list[DeadLetter] | None:
+        state = (await js.stream_info(DLQ.name)).state
+        if state.messages < 3:
+            return None
+        seqs = range(state.first_seq, state.last_seq + 1)
+        return [decode_dead_letter((await js.get_msg(DLQ.name, s)).data or b"") for s in seqs]
+
+    try:
+        records = await eventually(parked, timeout=15)
+    finally:
+        await consumer.stop()
+    assert sorted(r.stream_seq for r in records) == [1, 2, 3]
+    assert {(r.service, r.consumer, r.reason) for r in records} == {
+        ("tests", "doomed", "max deliveries exhausted")
+    }
+    assert len(recorder.batches) >= 2

@@ -7,14 +7,12 @@ turn-scope variables when the turn ends.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
 from tavern_events import streams, subjects
 from tavern_events.envelope import SessionEvent
@@ -30,9 +28,9 @@ from tavern_ledger.stores.domain.limits import StoreLimits
 from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
 from tavern_ledger.stores.errors import StoreUnavailable
 from tavern_ledger.stores.gate import memory_gate
-from tavern_runtime.batchconsumer import BatchConsumer, Handler
+from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.context import Context, Message
-from tavern_runtime.dlq import dead_letter, watch_max_deliveries
+from tavern_runtime.dlq import dead_letter
 from tavern_runtime.errors import ConcurrencyConflict, TransientError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
@@ -69,32 +67,6 @@ def register(broker: NatsBroker, settings: LedgerSettings | None = None) -> Stor
             stores.rpc(op)
         )
     return stores
-
-
-class BindingsReader:
-    """The `ledger-bindings` durable read in ordered batches, and the watcher that
-    dead-letters what exhausted its deliveries."""
-
-    def __init__(self, broker: NatsBroker, handler: Handler) -> None:
-        self._broker = broker
-        self.consumer = BatchConsumer(BINDINGS_CONSUMER, handler, batch=BINDINGS_BATCH)
-        self._watcher: Subscription | None = None
-
-    async def start(self) -> None:
-        nc = self._broker.connection
-        js = nc.jetstream(timeout=PUBLISH_TIMEOUT_S)
-        self.consumer.start(nc, js)
-        self._watcher = await watch_max_deliveries(
-            nc, js, service=SERVICE, stream=streams.SESSIONS.name, consumer=BINDINGS_CONSUMER.name
-        )
-
-    async def stop(self) -> None:
-        """Finish the batch in hand, then stop reading."""
-        await self.consumer.stop()
-        if self._watcher is not None:
-            with contextlib.suppress(Exception):
-                await self._watcher.unsubscribe()
-            self._watcher = None
 
 
 class StoreHandlers:
@@ -149,10 +121,15 @@ class StoreHandlers:
         js = self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S)
         await js.publish(subject, data, stream=streams.LEDGER.name, headers={"Nats-Msg-Id": msg_id})
 
-    def bindings_consumer(self, resources: ServiceResources) -> BindingsReader:
+    def bindings_consumer(self, resources: ServiceResources) -> BatchConsumer:
         """The `ledger-bindings` durable, read in ordered batches (the app starts it after the
         broker connects)."""
-        return BindingsReader(self.broker, partial(self.on_session_events, resources))
+        return BatchConsumer(
+            BINDINGS_CONSUMER,
+            partial(self.on_session_events, resources),
+            batch=BINDINGS_BATCH,
+            dead_letters_as=SERVICE,
+        )
 
     async def on_session_events(self, resources: ServiceResources, msgs: Sequence[Msg]) -> None:
         """Apply the bindings, mode changes and turn ends of one ordered batch in one
