@@ -23,6 +23,7 @@ from tavern_events.envelope import Model, SessionEvent
 from tavern_events.errors import ContractError
 from tavern_events.skips import SkipCounter
 from tavern_events.union import CURRENT_VERSIONS, EVENT_MODELS, Decoded, decode_or_skip
+from tavern_runtime.delivery import delivery
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -31,7 +32,6 @@ SCHEMA = "projector"
 LOCK_NAMESPACE = 0x7A70  # first key of the projector's advisory locks
 REDACTIONS_LOCK = 1
 Conn = Any
-_V1_TOKENS = 9
 SKIPPED = SkipCounter()
 """Events of unknown types or newer versions this process passed over."""
 """An asyncpg connection (asyncpg ships no type information)."""
@@ -55,13 +55,8 @@ class Entry:
 
     @classmethod
     def of(cls, msg: Msg) -> Entry:
-        # Only the stream sequence and time, from the reply subject: nats-py's full
-        # `metadata` costs several microseconds per message, a replay's largest fixed cost.
-        tokens = Msg.Metadata._get_metadata_fields(msg.reply)
-        seq, ns = (5, 7) if len(tokens) == _V1_TOKENS else (Msg.Ack.StreamSeq, Msg.Ack.Timestamp)
-        return cls(
-            int(tokens[seq]), msg.subject, msg.data, msg.headers or {}, None, int(tokens[ns])
-        )
+        stream_seq, stored_ns, _ = delivery(msg)
+        return cls(stream_seq, msg.subject, msg.data, msg.headers or {}, None, stored_ns)
 
     def stored_time(self) -> datetime | None:
         if self.stored_at is None and self.stored_ns is not None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
+from nats.errors import NotJSMessageError
 
-from tavern_runtime.delivery import pending, stream_sequence
+from tavern_runtime.delivery import delivery, pending, stream_sequence
 
 
 def _msg(reply: str) -> Msg:
@@ -26,13 +26,16 @@ def test_the_reply_subject_gives_what_nats_py_metadata_gives(reply: str) -> None
     msg = _msg(reply)
     assert stream_sequence(msg) == 1042 == msg.metadata.sequence.stream
     assert pending(msg) == 12 == msg.metadata.num_pending
+    stored_ns = delivery(msg).stored_ns
+    assert stored_ns == 1764500000000000000
+    assert stored_ns == round(msg.metadata.timestamp.timestamp() * 1e9, -3)
 
 
 @pytest.mark.parametrize("reply", ["", "_INBOX.abc.1", "$JS.ACK.SESSIONS.too.short"])
 def test_a_message_that_is_no_jetstream_delivery_is_refused_as_nats_py_refuses_it(
     reply: str,
 ) -> None:
-    with pytest.raises(NatsError):
+    with pytest.raises(NotJSMessageError):
         stream_sequence(_msg(reply))
-    with pytest.raises(NatsError):
+    with pytest.raises(NotJSMessageError):
         pending(_msg(reply))
