@@ -393,6 +393,16 @@ class SessionLogReader:
         found, _ = await self.read(session_id)
         return [event for event in found if event.seq >= from_seq]
 
+    async def last(self, session_id: str, event_type: str) -> SessionEvent | None:
+        """The last event of `event_type` in one session's log (None when it has none, or
+        one of a type or version this code skips); raises `ContractError` when unreadable."""
+        subject = subjects.session_event(session_id, event_type)
+        try:
+            msg = await self.js.get_last_msg(STREAM, subject)
+        except NotFoundError:
+            return None
+        return read_event(msg.data, self.skipped)
+
     async def read(
         self, session_id: str, *, after_stream_seq: int = 0
     ) -> tuple[list[SessionEvent], int]:

@@ -14,15 +14,14 @@ from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
-from tavern_events.errors import ContractError, UnknownEventError
+from tavern_events.errors import ContractError
 from tavern_events.session import SessionCreated
 from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
-from tavern_events.union import Decoded, decode, decode_or_skip
+from tavern_events.union import Decoded, decode_or_skip
 from tavern_ledger import ingest
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.domain.composer import ComposerConfig
@@ -48,6 +47,7 @@ from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
 from tavern_runtime.provision import ConsumerSpec
 from tavern_runtime.service import ServiceResources
+from tavern_runtime.sessionlog import SessionLogReader
 
 log = get_logger(__name__)
 
@@ -259,18 +259,13 @@ class Ledger:
         return learned
 
     async def _creation(self, session_id: str) -> SessionFacts | None:
-        subject = subjects.session_event(session_id, "session/created")
         try:
-            msg = await self.js().get_last_msg(SESSIONS.name, subject)
-        except NotFoundError:
-            return None
+            event = await SessionLogReader(self.js()).last(session_id, "session/created")
         except (NatsError, TimeoutError) as exc:
             raise TransientError("session log unavailable", session_id=session_id) from exc
-        try:
-            event = decode(msg.data or b"", SessionCreated)
-        except (ContractError, UnknownEventError):
+        except ContractError:
             return None  # unreadable: the consumer dead-letters it when it meets it
-        return session_facts_of(event)
+        return session_facts_of(event) if isinstance(event, SessionCreated) else None
 
     async def _index(self, rows: Sequence[EvidenceRow]) -> None:
         """Feed the semantic channel after the commit; its failure never fails ingestion."""

@@ -8,17 +8,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
-from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
 from tavern_events.errors import ContractError
-from tavern_events.streams import SESSIONS
-from tavern_events.union import decode
 from tavern_ledger.stores import bindings
 from tavern_ledger.stores.bindings import Conn
 from tavern_ledger.stores.domain.bindings import Effect, effect_of
 from tavern_runtime.logs import get_logger
+from tavern_runtime.sessionlog import SessionLogReader
 
 log = get_logger(__name__)
 
@@ -31,17 +28,15 @@ CatchUp = Callable[[str], Awaitable[bool]]
 async def binding_effects(js: JetStreamContext, session_id: str) -> list[Effect]:
     """The last `session/created` and `session/binding-changed` of the session, in log order."""
     found: list[SessionEvent] = []
+    reader = SessionLogReader(js)
     for event_type in BINDING_EVENTS:
         try:
-            msg = await js.get_last_msg(
-                SESSIONS.name, subjects.session_event(session_id, event_type)
-            )
-        except NotFoundError:
-            continue
-        try:
-            found.append(decode(msg.data or b"", SessionEvent))
+            event = await reader.last(session_id, event_type)
         except ContractError as exc:  # the bindings consumer dead-letters it; nothing to apply
             log.warning("binding_unreadable", session_id=session_id, error=str(exc))
+            continue
+        if event is not None:
+            found.append(event)
     effects = [effect_of(e) for e in sorted(found, key=lambda e: e.seq)]
     return [e for e in effects if e is not None]
 
