@@ -1,5 +1,6 @@
 """The ledger's figures: recall RPC latency with 100k evidence rows in scope, and ingestion rate
-from the SESSIONS stream; each beside a raw asyncpg baseline on the same Postgres.
+from the SESSIONS stream; each beside a raw asyncpg baseline on the same Postgres. Ingestion has
+a second figure, its writes alone, which is the most any ingestion on this schema can do.
 
 Both figures run the real ledger app in process, with a fresh nats-server of their own (the
 `postgres` server kind gives a measurement only a DSN) and a database of their own. The recall
@@ -31,10 +32,15 @@ from tavern_events.message import UserMessage, UserMessagePayload
 from tavern_events.union import encode, subject_for
 from tavern_ledger import app as ledger_app
 from tavern_ledger.config import LedgerSettings
+from tavern_ledger.domain.extract import ExtractConfig
 from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session_source_ref
+from tavern_ledger.domain.ingestion import BatchPlanner, Incoming
 from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.domain.text import TERMS_VERSION, estimate_tokens
+from tavern_ledger.ingest import PART, parts, prepare
+from tavern_ledger.ledger import gate_config
 from tavern_ledger.store import evidence as evidence_store
+from tavern_ledger.store import ingest as ingest_store
 from tavern_runtime.embedded import EmbeddedNats
 from tavern_runtime.migrations import migrate
 from tavern_runtime.provision import provision
@@ -319,8 +325,21 @@ async def ledger_ingest(env: Env, n: int) -> Result:
     name = f"bench_ingest_{uuid.uuid4().hex[:8]}"
     await _create_database(env.database_url, name)
     dsn = _dsn(env.database_url, name)
+    events = _backlog(n)
+    try:
+        with _nats_server() as url:
+            last = await _publish_backlog(url, events)
+            async with _ledger(url, dsn):
+                started = time.perf_counter()  # the consumer starts as the app starts answering
+                return await _drained(dsn, last, len(events), started)
+    finally:
+        await _drop_database(env.database_url, name)
+
+
+def _backlog(n: int) -> list[UserMessage]:
+    """`n` user messages of 50 sessions, in the order the sessions said them."""
     corpus = Corpus(SEED + 2)
-    events = [
+    return [
         UserMessage(
             id=new_id(),
             session_id=f"ingest-s{i % 50}",
@@ -331,14 +350,61 @@ async def ledger_ingest(env: Env, n: int) -> Result:
         )
         for i in range(n)
     ]
+
+
+@figure(
+    "ledger_ingest_writes",
+    baseline="pg_executemany",
+    servers=("postgres",),
+    count=20000,
+    description="ingestion's writes alone, the schema's ceiling: the rows, postings, audits and "
+    "facts of ledger_ingest's backlog, planned beforehand, written with ingestion's statements "
+    "and batches on one raw asyncpg connection (no bus, no decoding, no gates in the time)",
+    limits=Limits(rate=20_000),
+)
+async def ledger_ingest_writes(env: Env, n: int) -> Result:
+    name = f"bench_ingest_writes_{uuid.uuid4().hex[:8]}"
+    await _create_database(env.database_url, name)
+    dsn = _dsn(env.database_url, name)
     try:
-        with _nats_server() as url:
-            last = await _publish_backlog(url, events)
-            async with _ledger(url, dsn):
-                started = time.perf_counter()  # the consumer starts as the app starts answering
-                return await _drained(dsn, last, len(events), started)
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+        try:
+            await migrate(pool, ledger_app.migrations())
+        finally:
+            await pool.close()
+        batches = _planned(_backlog(n))
+        conn = await asyncpg.connect(dsn)
+        try:
+            started = time.perf_counter()
+            for last, prepared in batches:
+                async with conn.transaction():
+                    for part in prepared:
+                        await ingest_store.write_part(conn, part)
+                    await ingest_store.advance_checkpoint(conn, "bench", last)
+            elapsed = time.perf_counter() - started
+            stored = await conn.fetchval("SELECT count(*) FROM ledger.evidence")
+        finally:
+            await conn.close()
+        if stored != n:
+            raise RuntimeError(f"wrote {stored} of {n} evidence rows")
+        return Result(n, elapsed)
     finally:
         await _drop_database(env.database_url, name)
+
+
+def _planned(events: list[UserMessage]) -> list[tuple[int, list[ingest_store.PreparedPart]]]:
+    """The statements ingestion would write for `events`, batch by batch and part by part
+    (batches of the default size, parts of ingestion's size), with each batch's last sequence."""
+    settings = LedgerSettings()
+    planner = BatchPlanner({}, gate_config(settings), ExtractConfig())
+    incoming = [Incoming(seq, event) for seq, event in enumerate(events, start=1)]
+    now = datetime.now(UTC)
+    batches = []
+    for start in range(0, len(incoming), settings.ledger_ingest_batch):
+        batch = incoming[start : start + settings.ledger_ingest_batch]
+        prepared = [prepare(planner.plan(part), now) for part in parts(batch, PART)]
+        batches.append((batch[-1].stream_seq, prepared))
+    return batches
 
 
 async def _publish_backlog(url: str, events: list[UserMessage]) -> int:

@@ -146,7 +146,7 @@ class Ingestor:
             for part in parts:
                 plan = planner.plan(part)
                 tally.add(plan)
-                prepared = _prepare(plan, now)
+                prepared = prepare(plan, now)
                 if writing is not None:
                     tally.inserted += await writing
                 writing = asyncio.ensure_future(ingest.write_part(conn, prepared))
@@ -168,7 +168,7 @@ def parts(items: Sequence[T], most: int) -> list[Sequence[T]]:
     return [items[start:end] for start, end in itertools.pairwise(bounds)]
 
 
-def _prepare(plan: BatchPlan, now: datetime) -> ingest.PreparedPart:
+def prepare(plan: BatchPlan, now: datetime) -> ingest.PreparedPart:
     admitted = [_admission(a, now) for a in plan.admitted]
     return ingest.prepare_part(admitted, [r.audit for r in plan.refused])
 

@@ -13,7 +13,7 @@ from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.ids import evidence_id, evidence_id_of_json, js_json
 from tavern_ledger.domain.ingestion import BatchPlan, BatchPlanner, Incoming, plan_batch
 from tavern_ledger.domain.text import terms
-from tavern_ledger.ingest import _prepare, parts
+from tavern_ledger.ingest import parts, prepare
 from tavern_ledger.store import ingest as ingest_store
 from tests.unit.ledger.builders import T0, assistant_message, session_created, user_message
 
@@ -69,7 +69,7 @@ def test_parts_keep_the_order_stay_bounded_and_are_even(count: int, most: int) -
 
 def test_a_prepared_part_indexes_readable_rows_and_keeps_refusals() -> None:
     plan = plan_batch(batch(), {}, GateConfig())
-    prepared = _prepare(plan, T0)
+    prepared = prepare(plan, T0)
     ids = [row.id for row in prepared.rows]
     states = {row.id: row.state for row in prepared.rows}
     postings_ids, _, _, postings_terms = prepared.args[27:31]
@@ -91,7 +91,7 @@ def test_a_term_holding_a_space_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(ingest_store, "terms", lambda _: ["two words"])
     plan = plan_batch([Incoming(1, user_message("s1", 2, "hello there"))], {}, GateConfig())
     with pytest.raises(ValueError, match="space"):
-        _prepare(plan, T0)
+        prepare(plan, T0)
 
 
 @given(JSON)
