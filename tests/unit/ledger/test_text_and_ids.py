@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import hashlib
+import random
+import unicodedata
 
+from tavern_ledger.domain import text as text_module
 from tavern_ledger.domain.ids import (
     candidate_memory_id,
     content_hash,
@@ -61,6 +64,36 @@ def test_terms_are_distinct_and_bounded() -> None:
     assert terms("tea tea tea") == ["tea"]
     assert len(terms(" ".join(f"w{i}" for i in range(1000)))) == 256
     assert len(query_terms(" ".join(f"w{i}" for i in range(100)))) == 12
+
+
+def _reference_terms(text: str, limit: int) -> list[str]:
+    """`terms` as its docstring states it, one run and one term at a time."""
+    found: dict[str, None] = {}
+    folded = unicodedata.normalize("NFKC", text).lower()
+    for run in text_module._WORDS.findall(folded):
+        for term in text_module._run_terms(run):
+            found.setdefault(term)
+            if len(found) >= limit:
+                return list(found)
+    return list(found)
+
+
+def test_terms_agree_with_their_reference_on_mixed_scripts() -> None:
+    rng = random.Random(7)
+    pieces = [
+        *"abcdefghij XYZ,.;!?-_'0123456789",
+        *"我喜欢茶的一是在不了有和人这中大",
+        *"ＦＵＬＬｗｉｄｔｈ　éüñßçΩπЖяぁア가\u200b",
+        "the ",
+        "running ",
+        "我们 ",
+        "Researching ",
+    ]
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 300))) for _ in range(3000)]
+    texts += [" ".join(f"w{i}" for i in range(400)), "茶" * 300, "我喜欢" * 200]
+    for text in texts:
+        for limit in (256, 12, 2):
+            assert terms(text, limit) == _reference_terms(text, limit), (text, limit)
 
 
 def test_lexical_score_follows_acp() -> None:

@@ -47,19 +47,28 @@ _ENGLISH = snowballstemmer.stemmer("english")
 
 
 def fold(text: str) -> str:
-    """Lower case after NFKC (full-width letters and digits become ASCII)."""
+    """Lower case after NFKC (full-width letters and digits become ASCII; ASCII is its own
+    NFKC form)."""
+    if text.isascii():
+        return text.lower()
     return unicodedata.normalize("NFKC", text).lower()
 
 
 def terms(text: str, limit: int = MAX_INDEX_TERMS) -> list[str]:
     """Distinct lexical terms in first-seen order: English stems of Latin words (no stopwords,
-    2+ chars) and CJK bigrams (a lone CJK character is its own term)."""
+    2+ chars) and CJK bigrams (a lone CJK character is its own term). Every ingested row is
+    indexed by these, hence the inlined cases (`_run_terms` is the reference)."""
     found: dict[str, None] = {}
     for run in _WORDS.findall(fold(text)):
-        for term in _run_terms(run):
-            found.setdefault(term)
-            if len(found) >= limit:
-                return list(found)
+        if run[0] < "\u3040":  # below every CJK class: a Latin, Greek or Cyrillic word
+            if 2 <= len(run) <= 64 and run not in STOPWORDS:
+                found[stem(run)] = None
+        elif len(run) == 1:
+            found[run] = None
+        else:
+            found.update(dict.fromkeys([run[i : i + 2] for i in range(len(run) - 1)]))
+        if len(found) >= limit:
+            return list(found)[:limit]
     return list(found)
 
 
