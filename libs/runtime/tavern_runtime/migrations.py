@@ -16,7 +16,7 @@ from importlib import resources
 import structlog
 
 from tavern_runtime.errors import ConfigurationError
-from tavern_runtime.pg import Pool
+from tavern_runtime.pg import Pool, holds_session_state
 
 log = structlog.get_logger(__name__)
 
@@ -166,6 +166,7 @@ async def migrate(pool: Pool, known: MigrationSet) -> MigrationReport:
     """Apply the pending migrations of one schema. Safe with many replicas starting at once:
     they queue on the advisory lock and the later ones find nothing pending."""
     async with pool.acquire() as conn:
+        holds_session_state(conn)
         await conn.execute(
             "SELECT pg_advisory_lock($1, hashtext($2))", LOCK_NAMESPACE, known.schema
         )

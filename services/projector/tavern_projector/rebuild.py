@@ -31,6 +31,7 @@ from tavern_projector.framework import (
 from tavern_projector.sources import Start
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.pg import holds_session_state
 
 log = get_logger(__name__)
 
@@ -99,6 +100,7 @@ async def exclusive(pool: Any, name: str) -> AsyncIterator[Any]:
     """One rebuild of a projection at a time, across processes (a session advisory lock)."""
     async with pool.acquire() as conn:
         key = lock_key(f"{name}:rebuild")
+        holds_session_state(conn)
         if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_NAMESPACE, key):
             raise ProjectionBusy(f"{name} is being rebuilt by another process")
         try:
