@@ -22,6 +22,7 @@ from tavern_consolidator.store import Conn, PoolSource, batches, connection, tra
 from tavern_consolidator.store.batches import BatchRow, Failure
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.pg import holds_session_state
 
 log = get_logger(__name__)
 
@@ -243,6 +244,7 @@ class Distillation:
         crashed holder's lock goes with its connection."""
         async with connection(self._pool) as conn:
             key = f"consolidator:distil:{scope_id}"
+            holds_session_state(conn)
             held = await conn.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key)
             try:
                 yield bool(held)
