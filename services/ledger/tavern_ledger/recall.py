@@ -162,12 +162,9 @@ class Recaller:
 
     async def _semantic_hits(self, scope: str, query: str) -> Sequence[SemanticHit]:
         """The semantic channel fails open: slow or broken means no semantic scores."""
-        if isinstance(self._semantic, NoSemanticIndex):
-            return ()  # no channel: no task and timer on every recall
         try:
-            return await asyncio.wait_for(
-                self._semantic.search(scope, query, self._settings.recent), SEMANTIC_TIMEOUT_S
-            )
+            async with asyncio.timeout(SEMANTIC_TIMEOUT_S):  # a deadline, not a task per recall
+                return await self._semantic.search(scope, query, self._settings.recent)
         except Exception as exc:
             log.warning("semantic_channel_failed", error=repr(exc))
             return ()

@@ -231,55 +231,32 @@ async def candidates(conn: Conn, q: CandidateQuery) -> Candidates:
 
 
 def _evidence_candidate(r: Any) -> Candidate:
-    # Unpacked in `_ROWS` column order: a recall turns some 80 rows into candidates, and
-    # unpacking a record is several times cheaper than looking its columns up by name.
-    (
-        evidence_id,
-        content,
-        content_hash,
-        source_class,
-        source_label,
-        scope_id,
-        authority,
-        claim_domain,
-        session_id,
-        state,
-        confidence,
-        observed_at,
-        valid_from,
-        valid_until,
-        tokens,
-        source_event_id,
-        _gates,
-        neighbour_of,
-        _docs,
-        _dfs,
-    ) = r
     return Candidate(
-        id=evidence_id,
-        content=content,
-        content_hash=content_hash,
-        source_class=source_class,
-        label=source_label or _default_label(source_class),
-        scope_id=scope_id,
-        authority=authority,
-        claim_domain=claim_domain,
-        session_id=session_id,
-        state=state,
-        confidence=confidence,
-        observed_at=observed_at,
-        valid_from=valid_from,
-        valid_until=valid_until,
-        tokens=tokens or None,
-        source_event_id=source_event_id,
-        neighbours=tuple(neighbour_of or ()),
+        id=r["id"],
+        content=r["content"],
+        content_hash=r["content_hash"],
+        source_class=r["source_class"],
+        label=r["source_label"] or _default_label(r["source_class"]),
+        scope_id=r["scope_id"],
+        authority=r["authority"],
+        claim_domain=r["claim_domain"],
+        session_id=r["session_id"],
+        state=r["state"],
+        confidence=r["confidence"],
+        observed_at=r["observed_at"],
+        valid_from=r["valid_from"],
+        valid_until=r["valid_until"],
+        tokens=r["tokens"] or None,
+        source_event_id=r["source_event_id"],
+        neighbours=tuple(r["neighbour_of"] or ()),
     )
+
+
+_DEFAULT_LABELS = {"user_input": "user", "user_correction": "user", "external_tool": "tool"}
 
 
 def _default_label(source_class: str) -> str:
-    return {"user_input": "user", "user_correction": "user", "external_tool": "tool"}.get(
-        source_class, source_class
-    )
+    return _DEFAULT_LABELS.get(source_class, source_class)
 
 
 def _rule_candidate(r: Any) -> Candidate:
