@@ -103,7 +103,9 @@ class Recaller:
         return _reply(composition, req.explain)
 
     async def _compose(self, req: RecallRequest) -> Composition:
-        now = self._clock()
+        # An as-of recall is the view of that moment: ranked for its time, with no carry-over
+        # from what the live session was given at its last step.
+        now = req.as_of or self._clock()
         async with connection(self._pool) as conn:
             scope = await self._scope(conn, req.session_id)
             hits = await self._semantic_hits(scope, req.query)
@@ -114,7 +116,7 @@ class Recaller:
             scope_id=scope,
             now=now,
             valid_at=req.as_of,
-            previous_ids=self._previous_ids(req),
+            previous_ids=self._previous_ids(req) if req.as_of is None else frozenset(),
             has_semantic=bool(hits),
             stats=stats,
         )
