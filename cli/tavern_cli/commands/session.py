@@ -29,6 +29,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     new.add_argument("--context-mode", choices=["dsh-native", "agent-managed"])
     new.add_argument("--character", help="character id (as `tavern card` imported it)")
     new.add_argument("--persona", help="persona id")
+    new.add_argument("--chat", help="the chat it continues (default: a chat of its own)")
+    new.add_argument(
+        "--memory-reach",
+        choices=["chat", "character", "agent"],
+        help="what it remembers: this chat only (private), every chat with the character "
+        "(default), or every chat of the agent",
+    )
     add_wait_options(new)
 
 
@@ -49,6 +56,8 @@ def _create_args(args: argparse.Namespace) -> dict[str, Any]:
         "context_mode": args.context_mode,
         "character_id": args.character,
         "persona_id": args.persona,
+        "chat_id": args.chat,
+        "memory_reach": args.memory_reach,
     }
     return {k: v for k, v in given.items() if v is not None}
 

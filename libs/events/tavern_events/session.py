@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tavern_events.envelope import Id, Payload, SessionEvent
+from tavern_events.reach import MemoryReach
 
 Architecture = Literal["agent-tavern", "st"]
 ContextMode = Literal["dsh-native", "agent-managed"]
@@ -30,6 +31,9 @@ class SessionCreatedPayload(Payload):
     forked_at_seq: int | None = Field(default=None, ge=1)
     agent_id: Id = "main"
     title: str | None = Field(default=None, max_length=200)
+    memory_reach: MemoryReach | None = None
+    """How far the session's memory reaches (`tavern_events.reach`): its chat alone (a private
+    chat), every chat with its character, or every chat of its agent; None is the default."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionCreatedPayload:

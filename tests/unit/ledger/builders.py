@@ -12,6 +12,7 @@ from tavern_events.message import (
     UserMessagePayload,
 )
 from tavern_events.parts import ErrorInfo
+from tavern_events.reach import MemoryReach
 from tavern_events.session import SessionCreated, SessionCreatedPayload
 from tavern_events.tool import ToolResult, ToolResultPayload
 
@@ -77,6 +78,8 @@ def session_created(
     chat_id: str | None = None,
     source: str = "host",
     parent: str | None = None,
+    character_id: str | None = None,
+    memory_reach: MemoryReach | None = None,
 ) -> SessionCreated:
     return SessionCreated(
         id=new_id(),
@@ -90,6 +93,8 @@ def session_created(
             chat_id=chat_id or session_id,
             parent_session_id=parent,
             forked_at_seq=3 if parent else None,
+            character_id=character_id,
+            memory_reach=memory_reach,
         ),
     )
 

@@ -56,7 +56,7 @@ def test_corrections_are_classified(text: str, correction: bool) -> None:
     assert is_correction(text) is correction
 
 
-def test_a_correction_claims_a_preference() -> None:
+def test_a_directive_correction_claims_a_preference() -> None:
     draft = extract(user_message("s1", 2, "不对，应该用四个空格缩进"), ROOT)
     assert not isinstance(draft, Skip)
     assert (draft.source_class, draft.claim_domain, draft.confidence) == (
@@ -64,6 +64,12 @@ def test_a_correction_claims_a_preference() -> None:
         "user_preference",
         1.0,
     )
+
+
+def test_a_correction_of_a_fact_claims_a_fact() -> None:
+    draft = extract(user_message("s1", 2, "Correction: Kevin now coaches in Leeds"), ROOT)
+    assert not isinstance(draft, Skip)
+    assert (draft.source_class, draft.claim_domain) == ("user_correction", "user_fact")
 
 
 @pytest.mark.parametrize(

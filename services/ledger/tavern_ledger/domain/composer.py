@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from tavern_ledger.domain.claims import is_directive
 from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
 from tavern_ledger.domain.noise import machine_template
 from tavern_ledger.domain.ranking import CorpusStats, Document, relevance
@@ -196,17 +197,25 @@ def _isolate(
     policy: CrossSessionPolicy,
     dropped: list[tuple[str, str]],
 ) -> list[tuple[Candidate, bool]]:
-    """Cross-session policy: other sessions' instructions stay out unless policy says `all`."""
+    """Cross-session policy: a person's directives to the assistant ("always answer in
+    French") given in another session stay out unless policy says `all`; what they stated as
+    fact comes in, labelled as from an earlier session (claims.py tells the two apart)."""
     kept = []
     for cand in candidates:
         cross = bool(session_id and cand.session_id and cand.session_id != session_id)
         if cross and policy == "none":
             dropped.append((cand.id, "cross-session-blocked"))
-        elif cross and policy == "non-instructional" and cand.source_class in INSTRUCTIONAL:
+        elif cross and policy == "non-instructional" and _instructs(cand):
             dropped.append((cand.id, "cross-session-instructional"))
         else:
             kept.append((cand, cross))
     return kept
+
+
+def _instructs(cand: Candidate) -> bool:
+    """A person's text that tells the assistant what to do (judged on the text, so evidence
+    stored before claims were classified is judged alike)."""
+    return cand.source_class in INSTRUCTIONAL and is_directive(cand.content)
 
 
 def section_of(cand: Candidate) -> str:

@@ -11,10 +11,12 @@ from datetime import datetime
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import UserMessage
+from tavern_events.reach import memory_scope
 from tavern_events.session import SessionCreated
 from tavern_events.tool import ToolResult
+from tavern_ledger.domain.claims import claim_domain
 from tavern_ledger.domain.noise import machine_template
-from tavern_ledger.domain.vocabulary import SessionType
+from tavern_ledger.domain.vocabulary import INSTRUCTIONAL, SessionType
 
 MAX_EVENT_TEXT_CHARS = 4000
 SESSION_EVENT_INGEST = "session-event"
@@ -50,11 +52,17 @@ class SessionFacts:
     chat_id: str
     session_type: SessionType = "root"
     parent_session_id: str | None = None
+    scope_id: str = ""
+    """Where its evidence lives (`tavern_events.reach.memory_scope`); empty: its chat."""
 
     @classmethod
     def unknown(cls, session_id: str) -> SessionFacts:
         """A session whose creation ingestion has not seen: a root session of its own chat."""
         return cls(session_id, session_id)
+
+    @property
+    def scope(self) -> str:
+        return self.scope_id or self.chat_id or self.session_id
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,13 @@ def session_facts_of(event: SessionCreated) -> SessionFacts:
         kind = "fork"
     if event.source.startswith("agent:"):
         kind = "subagent"
-    return SessionFacts(event.session_id, payload.chat_id, kind, payload.parent_session_id)
+    scope = memory_scope(
+        chat_id=payload.chat_id,
+        character_id=payload.character_id,
+        agent_id=payload.agent_id,
+        reach=payload.memory_reach,
+    )
+    return SessionFacts(event.session_id, payload.chat_id, kind, payload.parent_session_id, scope)
 
 
 def extract(
@@ -166,6 +180,8 @@ def _draft(
     event: SessionEvent, session: SessionFacts, text: str, kind: str, *, label: str
 ) -> Draft:
     source_class, authority, domain, confidence, durability = _KINDS[kind]
+    if source_class in INSTRUCTIONAL:  # a person's words: a directive or a statement of fact
+        domain = claim_domain(text)
     ingest = UNKNOWN_SOURCE_INGEST if kind == "unknown" else SESSION_EVENT_INGEST
     return Draft(
         text=text,

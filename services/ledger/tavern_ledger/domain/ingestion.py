@@ -41,10 +41,9 @@ class BatchPlan:
 
 
 def evidence_scope(session: SessionFacts) -> str:
-    """The scope evidence of a session lives in: the session's chat.
-
-    Swap point: once the stores' session binding resolves scopes, this follows it."""
-    return session.chat_id or session.session_id
+    """The scope evidence of a session lives in: what its binding's memory reach says (its
+    chat, its character's or its agent's), else its chat."""
+    return session.scope
 
 
 def plan_batch(

@@ -62,7 +62,8 @@ CLAIM_DOMAINS: tuple[ClaimDomain, ...] = (
 EVIDENCE_STATES: tuple[EvidenceState, ...] = ("active", "quarantined", "superseded", "redacted")
 SENSITIVITIES: tuple[Sensitivity, ...] = ("public", "private", "sensitive", "secret")
 INSTRUCTIONAL: frozenset[str] = frozenset({"user_input", "user_correction"})
-"""Source classes whose text may read as an instruction (kept out of other sessions' recall)."""
+"""Source classes whose text may read as an instruction: those that do (claims.py) are kept out
+of other sessions' recall."""
 
 FIXED_AUTHORITY: Mapping[str, Authority] = {
     "system": "system_policy",

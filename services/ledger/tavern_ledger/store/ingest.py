@@ -13,8 +13,8 @@ from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.domain.text import terms
 from tavern_ledger.store import Conn, evidence
 from tavern_ledger.store.audit import payload_json
-from tavern_ledger.stores.errors import UnknownSession
-from tavern_ledger.stores.scope import resolve_scope
+from tavern_ledger.stores import bindings
+from tavern_ledger.stores.domain.scopes import evidence_scope_of
 
 # Each CTE after `inserted` keeps only what belongs to a row this statement inserted, so a
 # redelivered event writes no second posting, append audit or fact. Refusal audits have no
@@ -124,13 +124,17 @@ async def write_part(conn: Conn, part: PreparedPart) -> list[EvidenceRow]:
 
 async def sessions(conn: Conn, session_ids: Iterable[str]) -> dict[str, SessionFacts]:
     found = await conn.fetch(
-        "SELECT session_id, chat_id, session_type, parent_session_id FROM ledger.ingest_session "
-        "WHERE session_id = ANY($1::text[])",
+        "SELECT session_id, chat_id, session_type, parent_session_id, scope_id "
+        "FROM ledger.ingest_session WHERE session_id = ANY($1::text[])",
         list(set(session_ids)),
     )
     return {
         r["session_id"]: SessionFacts(
-            r["session_id"], r["chat_id"], r["session_type"], r["parent_session_id"]
+            r["session_id"],
+            r["chat_id"],
+            r["session_type"],
+            r["parent_session_id"],
+            r["scope_id"] or "",
         )
         for r in found
     }
@@ -140,15 +144,17 @@ async def save_sessions(conn: Conn, facts: Sequence[SessionFacts]) -> None:
     if not facts:
         return
     await conn.execute(
-        "INSERT INTO ledger.ingest_session (session_id, chat_id, session_type, parent_session_id)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) "
+        "INSERT INTO ledger.ingest_session "
+        "(session_id, chat_id, session_type, parent_session_id, scope_id)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) "
         "ON CONFLICT (session_id) DO UPDATE SET chat_id = excluded.chat_id, "
         "session_type = excluded.session_type, parent_session_id = excluded.parent_session_id, "
-        "updated_at = now()",
+        "scope_id = excluded.scope_id, updated_at = now()",
         [f.session_id for f in facts],
         [f.chat_id for f in facts],
         [f.session_type for f in facts],
         [f.parent_session_id for f in facts],
+        [f.scope for f in facts],
     )
 
 
@@ -171,16 +177,16 @@ async def checkpoint(conn: Conn, consumer: str) -> int:
 
 
 async def known_scope(conn: Conn, session_id: str) -> str | None:
-    """The chat a session is bound to (the stores' session binding, `resolve_scope`), else its
-    chat as ingestion saw it created; None while neither has seen the session."""
-    try:
-        return (await resolve_scope(conn, session_id)).chat
-    except UnknownSession:
-        pass
+    """The scope of a session's evidence as ingestion saw it created, else as its binding in
+    the stores says (both follow `memory_scope`); None while neither has seen the session."""
     found = await conn.fetchval(
-        "SELECT chat_id FROM ledger.ingest_session WHERE session_id = $1", session_id
+        "SELECT coalesce(scope_id, chat_id) FROM ledger.ingest_session WHERE session_id = $1",
+        session_id,
     )
-    return str(found) if found else None
+    if found:
+        return str(found)
+    binding = await bindings.load(conn, session_id)
+    return evidence_scope_of(binding) if binding is not None else None
 
 
 async def scope_of_session(conn: Conn, session_id: str) -> str:

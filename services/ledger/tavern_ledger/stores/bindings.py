@@ -16,14 +16,15 @@ Conn = Any
 
 _UPSERT = """
 INSERT INTO ledger.session_binding (session_id, architecture, context_mode, chat_id, character_id,
-                                    persona_id, agent_id, parent_session_id, updated_seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                    persona_id, agent_id, parent_session_id, updated_seq,
+                                    memory_reach)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (session_id) DO UPDATE SET
   architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
   chat_id = EXCLUDED.chat_id, character_id = EXCLUDED.character_id,
   persona_id = EXCLUDED.persona_id, agent_id = EXCLUDED.agent_id,
   parent_session_id = EXCLUDED.parent_session_id, updated_seq = EXCLUDED.updated_seq,
-  updated_at = now()
+  memory_reach = EXCLUDED.memory_reach, updated_at = now()
 WHERE ledger.session_binding.updated_seq < EXCLUDED.updated_seq
 """
 _CHANGE_MODE = """
@@ -62,6 +63,7 @@ async def _bind(conn: Conn, b: Binding) -> Applied:
         b.agent_id,
         b.parent_session_id,
         b.updated_seq,
+        b.memory_reach,
     )
     return "applied" if _count(status) else "stale"
 
@@ -102,7 +104,7 @@ async def last_ended_turn(conn: Conn, session_id: str) -> int:
 async def load(conn: Conn, session_id: str) -> Binding | None:
     row = await conn.fetchrow(
         "SELECT session_id, architecture, context_mode, chat_id, character_id, persona_id, "
-        "agent_id, parent_session_id, updated_seq FROM ledger.session_binding "
+        "agent_id, parent_session_id, updated_seq, memory_reach FROM ledger.session_binding "
         "WHERE session_id = $1",
         session_id,
     )

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tavern_events.envelope import Id
+from tavern_events.reach import MemoryReach
 from tavern_events.session import SessionBindingChangedPayload, SessionCreatedPayload
 from tavern_loop.domain.state import SessionState
 from tavern_loop.options import ProfileOptions
@@ -40,6 +41,7 @@ class CreateArgs(_Args):
     persona_id: Id | None = None
     chat_id: Id | None = None
     title: str | None = Field(default=None, max_length=200)
+    memory_reach: MemoryReach | None = None
 
 
 class ModeArgs(_Args):
@@ -103,6 +105,7 @@ def created_binding(
         character_id=parsed.character_id,
         persona_id=parsed.persona_id,
         title=parsed.title,
+        memory_reach=parsed.memory_reach,
     )
 
 
@@ -181,6 +184,7 @@ def _child_created(
         forked_at_seq=fork_point(state),
         agent_id=parent.agent_id,
         title=title,
+        memory_reach=parent.memory_reach,
     )
 
 

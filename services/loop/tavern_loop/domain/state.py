@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage
 from tavern_events.parts import ClaimedInput
+from tavern_events.reach import MemoryReach
 from tavern_events.session import SessionBindingChanged, SessionCreated
 from tavern_events.step import StepEnded, StepStarted
 from tavern_events.tool import ToolCall, ToolResult
@@ -22,6 +23,7 @@ class Binding:
     character_id: str | None = None
     persona_id: str | None = None
     agent_id: str = "main"
+    memory_reach: MemoryReach | None = None
 
 
 @dataclass
@@ -76,7 +78,13 @@ class SessionState:
         p = event.payload
         self.created = True
         self.binding = Binding(
-            p.architecture, p.context_mode, p.chat_id, p.character_id, p.persona_id, p.agent_id
+            p.architecture,
+            p.context_mode,
+            p.chat_id,
+            p.character_id,
+            p.persona_id,
+            p.agent_id,
+            p.memory_reach,
         )
 
     def _claim(self, claimed: Iterable[ClaimedInput]) -> None:
@@ -102,14 +110,7 @@ class SessionState:
 
 
 def _replace(binding: Binding, architecture: str, context_mode: str | None) -> Binding:
-    return Binding(
-        architecture,
-        context_mode,
-        binding.chat_id,
-        binding.character_id,
-        binding.persona_id,
-        binding.agent_id,
-    )
+    return replace(binding, architecture=architecture, context_mode=context_mode)
 
 
 def fold(session_id: str, log: Iterable[SessionEvent]) -> SessionState:

@@ -50,4 +50,5 @@ def binding_of(event: SessionCreated) -> Binding:
         agent_id=p.agent_id,
         parent_session_id=p.parent_session_id,
         updated_seq=event.seq,
+        memory_reach=p.memory_reach,
     )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from tavern_events.reach import MemoryReach, memory_scope
 from tavern_ledger.stores.errors import ScopeForbidden, ScopeUnavailable
 
 MemoryScope = Literal["chat", "character", "agent", "global"]
@@ -26,6 +27,7 @@ class Binding:
     agent_id: str
     parent_session_id: str | None
     updated_seq: int
+    memory_reach: MemoryReach | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,16 @@ class ScopeKey:
     scope: str
     scope_id: str
     turn: int = 0
+
+
+def evidence_scope_of(binding: Binding) -> str:
+    """The ledger scope of the session's evidence (what recall reads)."""
+    return memory_scope(
+        chat_id=binding.chat_id,
+        character_id=binding.character_id,
+        agent_id=binding.agent_id,
+        reach=binding.memory_reach,
+    )
 
 
 def scopes_of(binding: Binding) -> Scopes:

@@ -1,0 +1,98 @@
+"""Memory as users get it, under the shipped defaults: what a person stated as fact in one
+session is recalled in later sessions of the chat and in new chats with the same character;
+their directives to the assistant stay in the session they were given in; a private chat keeps
+its memory to itself; an as-of recall is the view of its moment."""
+# ruff: noqa: RUF001 - full-width punctuation is test data
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.integration.ledger.conftest import LedgerBus
+from tests.unit.ledger.builders import at, session_created, user_message
+
+pytestmark = pytest.mark.integration
+
+
+async def _ingest(ledger: LedgerBus, *events: object) -> None:
+    last = 0
+    for event in events:
+        last = await ledger.publish(event)  # type: ignore[arg-type]
+    await ledger.ingested_through(last)
+
+
+async def test_a_fact_reaches_later_sessions_and_new_chats_with_the_character(
+    ledger: LedgerBus,
+) -> None:
+    await _ingest(
+        ledger,
+        session_created("a1", chat_id="chat-a", character_id="mira"),
+        user_message("a1", 2, "My sister Ines works as a pediatric nurse in Porto"),
+        session_created("a2", chat_id="chat-a", character_id="mira"),
+        session_created("b1", chat_id="chat-b", character_id="mira"),
+        session_created("z1", chat_id="chat-z", character_id="other"),
+    )
+    for session in ("a2", "b1"):
+        reply = await ledger.rpc("recall", session_id=session, query="what does Ines do?")
+        assert "pediatric nurse in Porto" in reply["text"], session
+        assert "earlier session a1" in reply["text"]
+    elsewhere = await ledger.rpc("recall", session_id="z1", query="what does Ines do?")
+    assert "Porto" not in elsewhere["text"]
+
+
+async def test_a_directive_stays_in_its_session_while_facts_cross(ledger: LedgerBus) -> None:
+    await _ingest(
+        ledger,
+        session_created("a1", chat_id="chat-a", character_id="mira"),
+        user_message("a1", 2, "From now on always answer me in French"),
+        user_message("a1", 3, "以后请用英文回答我的问题"),
+        user_message("a1", 4, "I speak French at home with my grandmother"),
+        session_created("a2", chat_id="chat-a", character_id="mira"),
+    )
+    same = await ledger.rpc("recall", session_id="a1", query="answer in French or English?")
+    assert "always answer me in French" in same["text"]
+    later = await ledger.rpc("recall", session_id="a2", query="answer in French or English?")
+    assert "French at home with my grandmother" in later["text"]
+    assert "always answer me in French" not in later["text"]
+    assert "英文回答" not in later["text"]
+
+
+async def test_a_private_chat_keeps_its_memory_to_itself(ledger: LedgerBus) -> None:
+    await _ingest(
+        ledger,
+        session_created("p1", chat_id="chat-p", character_id="mira", memory_reach="chat"),
+        user_message("p1", 2, "I am planning a surprise party for Dana on Friday"),
+        session_created("b1", chat_id="chat-b", character_id="mira"),
+        user_message("b1", 2, "Dana loves chocolate cake"),
+        session_created("p2", chat_id="chat-p", character_id="mira", memory_reach="chat"),
+    )
+    outside = await ledger.rpc("recall", session_id="b1", query="Dana surprise party Friday")
+    assert "surprise party" not in outside["text"]
+    inside = await ledger.rpc("recall", session_id="p2", query="Dana surprise party chocolate")
+    assert "surprise party" in inside["text"]
+    assert "chocolate cake" not in inside["text"]
+
+
+async def test_as_of_recall_takes_no_carry_over_from_the_live_session(ledger: LedgerBus) -> None:
+    await _ingest(
+        ledger,
+        session_created("s1", chat_id="chat-s", character_id="mira"),
+        user_message("s1", 2, "The team meets in room Lisbon on Mondays"),
+        user_message("s1", 30, "The team also meets in room Oslo some Mondays"),
+    )
+    query = "room Oslo Lisbon Mondays"
+    after_both = (at(30) + timedelta(seconds=1)).isoformat()
+    asked = {"session_id": "s1", "query": query, "explain": True, "turn": 3}
+    fresh = await ledger.rpc("recall", **asked, step=2, as_of=after_both)
+    live = await ledger.rpc("recall", **asked, step=1)
+    assert "room Oslo" in live["text"] and "room Lisbon" in live["text"]
+    # The next step's as-of recall: the live step's items would carry a hysteresis boost.
+    again = await ledger.rpc("recall", **asked, step=2, as_of=after_both)
+    assert [(i["evidence_id"], i["score"]) for i in again["ranked"]] == [
+        (i["evidence_id"], i["score"]) for i in fresh["ranked"]
+    ]
+    old_view = await ledger.rpc("recall", **asked, step=2, as_of=at(10).isoformat())
+    assert "room Lisbon" in old_view["text"]
+    assert "room Oslo" not in old_view["text"]
