@@ -22,6 +22,7 @@ from tavern_ledger.domain.ingestion import BatchPlan, BatchPlanner, Incoming
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import translated
 from tavern_ledger.store import ingest
+from tavern_ledger.supersession import apply_spoken_corrections
 from tavern_runtime.pg import Pool
 
 Clock = Callable[[], datetime]
@@ -129,6 +130,8 @@ class Ingestor:
             known.update(learned)
         planner = BatchPlanner(known, self._gate, self._extract)
         tally = await self._write_parts(conn, planner, parts)
+        # Only rows this transaction inserted: a redelivered correction was applied with its row.
+        await apply_spoken_corrections(conn, tally.inserted, self._clock())
         await ingest.save_sessions(conn, list(tally.sessions.values()))
         checkpoint = max(tally.last_stream_seq, through)
         if checkpoint:

@@ -164,7 +164,9 @@ class Ledger:
         self._uncreated: OrderedDict[str, None] = OrderedDict()
         """Sessions whose logs hold no `session/created` (it would precede every other event)."""
         self.semantic = semantic or NoSemanticIndex()
-        self.recaller = Recaller(self.pool, recall_settings(settings), self.semantic)
+        self.recaller = Recaller(
+            self.pool, recall_settings(settings), self.semantic, creation=self._creation
+        )
         self.rights = Rights(self.pool, gate)
         self.transfer = Transfer(self.pool, gate)
         self.observations = Observations(self.pool, gate)

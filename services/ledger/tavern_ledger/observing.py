@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tavern_ledger.changes import Actor
 from tavern_ledger.domain.facts import observation_upserted, outbox_record
 from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.observations import (
@@ -16,7 +17,6 @@ from tavern_ledger.domain.observations import (
 from tavern_ledger.domain.records import AuditEntry
 from tavern_ledger.errors import RequestInvalid
 from tavern_ledger.ingest import Clock, utc_now
-from tavern_ledger.rights import Actor
 from tavern_ledger.store import Conn, audit, observations, outbox
 from tavern_ledger.transactions import PoolSource, transaction
 

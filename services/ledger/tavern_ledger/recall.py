@@ -9,7 +9,7 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ from tavern_ledger.domain.composer import (
     compose,
     render,
 )
+from tavern_ledger.domain.extract import SessionFacts
 from tavern_ledger.domain.ranking import CorpusStats
 from tavern_ledger.domain.text import query_terms
 from tavern_ledger.ingest import Clock, utc_now
@@ -75,6 +76,10 @@ class RecallSettings:
         return recall_store.Shape(self.per_term, self.lexical, self.around, self.recent)
 
 
+Creation = Callable[[str], Awaitable[SessionFacts | None]]
+"""A session's facts from the `session/created` in its log (None: the log has none)."""
+
+
 class Recaller:
     def __init__(
         self,
@@ -82,8 +87,10 @@ class Recaller:
         settings: RecallSettings = RecallSettings(),
         semantic: SemanticIndex | None = None,
         clock: Clock = utc_now,
+        creation: Creation | None = None,
     ) -> None:
         self._pool, self._settings, self._clock = pool, settings, clock
+        self._creation = creation
         self._semantic = semantic or NoSemanticIndex()
         self._previous: OrderedDict[str, tuple[tuple[int, int], frozenset[str], frozenset[str]]]
         self._previous = OrderedDict()
@@ -129,7 +136,12 @@ class Recaller:
             return cached[1]
         scope = await ingest.known_scope(conn, session_id)
         if scope is None:
-            return session_id  # not cached: its binding may arrive any moment
+            # A new chat's first message often comes before ingestion stored its creation: the
+            # scope its memory reach names is read from the log, as ingestion itself will.
+            facts = await self._creation(session_id) if self._creation is not None else None
+            if facts is None:
+                return session_id  # not cached: its binding may arrive any moment
+            scope = facts.scope
         self._scopes[session_id] = (time.monotonic(), scope)
         while len(self._scopes) > REMEMBERED_SESSIONS:
             self._scopes.popitem(last=False)
@@ -248,9 +260,15 @@ def _reply(composition: Composition, explain: bool) -> dict[str, Any]:
 
 
 def _explained(s: Scored) -> dict[str, Any]:
+    """Why an item was recalled: where it came from, on whose authority, how it ranked."""
     return {
         "evidence_id": s.candidate.id,
         "source_event_id": s.candidate.source_event_id,
+        "session_id": s.candidate.session_id,
+        "cross_session": s.cross_session,
+        "source_class": s.candidate.source_class,
+        "authority": s.candidate.authority,
+        "claim_domain": s.candidate.claim_domain,
         "score": round(s.utility, 4),
         "section": s.section,
     }

@@ -9,28 +9,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger.changes import Actor, commit_change
 from tavern_ledger.domain import lifecycle
 from tavern_ledger.domain.corrections import correction_row
 from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
-from tavern_ledger.domain.facts import evidence_appended, outbox_record, state_changed
+from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import InvalidTransition, NotFound
 from tavern_ledger.ingest import Clock, utc_now
 from tavern_ledger.store import Conn, audit, evidence, ingest, outbox
-from tavern_ledger.store.evidence import INDEXED_STATES, EvidenceFilter
+from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
 CLIP_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who asks, and why (recorded in the audit trail)."""
-
-    name: str = "user"
-    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,7 +75,7 @@ class Rights:
                 change = lifecycle.apply(row, op, now)
             except lifecycle.TransitionRefused as exc:
                 raise InvalidTransition(str(exc), evidence_id=evidence_id) from None
-            audit_id = await _commit_change(conn, change, op, actor, now)
+            audit_id = await commit_change(conn, change, op, actor, now)
             if op == "rollback" and row.state == "superseded":
                 await _revoke_replacements(conn, row.id, now)
         return {
@@ -242,7 +235,7 @@ async def _store_correction(
     superseded = None
     if target is not None and row.supersedes:
         change = lifecycle.apply(target, "supersede", now)
-        await _commit_change(conn, change, "supersede", actor, now, replaced_by=row.id)
+        await commit_change(conn, change, "supersede", actor, now, replaced_by=row.id)
         superseded = target.id
     return {
         "stored": True,
@@ -252,43 +245,6 @@ async def _store_correction(
         "reasons": list(reasons),
         "superseded": superseded,
     }
-
-
-async def _commit_change(
-    conn: Conn,
-    change: lifecycle.Transition,
-    op: str,
-    actor: Actor,
-    now: datetime,
-    replaced_by: str | None = None,
-) -> int:
-    """Save the row, keep the lexical index in step, audit, and queue the fact."""
-    await evidence.save_change(conn, change.after)
-    await _reindex(conn, change)
-    entry = AuditEntry(
-        op=op,
-        scope_id=change.after.scope_id,
-        actor=actor.name,
-        reason=actor.reason or f"user {op}",
-        target_id=change.after.id,
-        payload={"from": change.from_state, "to": change.to_state, "replaced_by": replaced_by},
-    )
-    audit_id = await audit.append_one(conn, entry)
-    if change.from_state != change.to_state:
-        fact = state_changed(
-            change.after, change.from_state, audit_id, entry.reason, now, actor.name
-        )
-        await outbox.enqueue(conn, [outbox_record(fact)])
-    return audit_id
-
-
-async def _reindex(conn: Conn, change: lifecycle.Transition) -> None:
-    was = change.from_state in INDEXED_STATES
-    now_indexed = change.to_state in INDEXED_STATES
-    if was and not now_indexed:
-        await evidence.remove_postings(conn, change.before)
-    elif now_indexed and not was:
-        await evidence.add_postings(conn, [change.after])
 
 
 async def _revoke_replacements(conn: Conn, restored_id: str, now: datetime) -> None:

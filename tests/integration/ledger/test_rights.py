@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from tavern_ledger.app import migrations
+from tavern_ledger.changes import Actor
 from tavern_ledger.domain.gates import GateConfig
-from tavern_ledger.rights import Actor
 from tavern_ledger.transfer import ExportRequest, Transfer
 from tavern_runtime.migrations import migrate
 from tests.integration.ledger.conftest import LedgerBus

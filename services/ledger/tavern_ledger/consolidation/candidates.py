@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tavern_ledger.changes import Actor
 from tavern_ledger.domain.ids import sha256_hex
 from tavern_ledger.domain.portability import CANDIDATE_TRANSITIONS
 from tavern_ledger.domain.records import AuditEntry
 from tavern_ledger.errors import InvalidTransition, NotFound
-from tavern_ledger.rights import Actor
 from tavern_ledger.store import Conn, audit
 from tavern_ledger.transactions import PoolSource, connection, transaction
 

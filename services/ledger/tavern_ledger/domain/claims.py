@@ -32,7 +32,7 @@ _DIRECTED = re.compile(
     r"french|german|spanish|japanese|korean|italian|russian|portuguese|[a-z]+ish)|"
     r"(?:always|never) (?:answer|reply|respond|say|mention|use|call|write|talk|speak|"
     r"address|refer|bring up|ask)|"
-    r"please (?:always|never|don'?t|do not|stop|keep|use|answer|reply|respond))",
+    r"please (?:always|never|don'?t|do not|stop|keep|use|answer|reply|respond)|\bplease\W*$)",
     re.IGNORECASE,
 )
 _ZH_LEAD = '^[\\s，。！、：:（(“"]*(?:好的|好|那|那么|还有|另外|对了|嗯|哦)?[\\s，。！、：:]*'
@@ -40,14 +40,14 @@ _ZH_IMPERATIVE = re.compile(
     _ZH_LEAD + "(?:请你?|麻烦你?|你(?:要|必须|应该|得|不要|别|不许|不准|不能|永远|每次|总是)|"
     "不要|别|不许|不准|禁止|务必|一定要|记得|记住|从现在(?:开始|起)|"
     "从今(?:以后|往后|天起)|用(?:中文|英文|英语|日语|法语|韩语|简体|繁体)|回答(?:时|的时候)|"
-    "称呼我|叫我)"
+    "称呼我|叫我|改成|改为|换成|改用)"
 )
 _ZH_DIRECTED = re.compile(
     "(?:从现在(?:开始|起)|从今(?:以后|往后|天起)|以后(?:都|请|你|回答|说话)|今后(?:都|请|你)|"
     "你(?:必须|一定要|务必|永远|每次都|总是要|不许|不准|不能再)|"
     "我(?:要|希望|需要|想)你|请(?:你|用|务必|不要|别|始终|一直)|"
     "(?:用|以)(?:中文|英文|英语|日语|法语|韩语|简体中文|繁体中文)(?:回答|回复|说话|交流|写)|"
-    "(?:应该|应当|改)用|(?:回答|回复)(?:要|得|必须|请)|不要(?:再)?(?:提|说|回答|用|叫|称呼)|别(?:再)?(?:提|说|用|叫))"
+    "(?:应该|应当|改)用|(?<![我他她们])要用|(?:回答|回复)(?:要|得|必须|请)|不要(?:再)?(?:提|说|回答|用|叫|称呼)|别(?:再)?(?:提|说|用|叫))"
 )
 _HEAD = 240
 """A directive shows itself early: only the head of a long text is looked at."""
@@ -70,7 +70,7 @@ def is_directive(text: str) -> bool:
 
 _MARKER = re.compile(
     r"^\W*(?:correction|update|note|fyi|actually|to be clear|just so you know)\s*[:,，：!！-]\s*"
-    r"|^\s*(?:更正|纠正|补充|说明|注意|其实|更新)\s*[:：，,!！]?\s*",
+    r"|^\s*(?:更正|纠正|补充|说明|注意|其实|更新|不对|错了)\s*[:：，,!！]?\s*",
     re.IGNORECASE,
 )
 

@@ -15,6 +15,7 @@ from tavern_events.reach import memory_scope
 from tavern_events.session import SessionCreated
 from tavern_events.tool import ToolResult
 from tavern_ledger.domain.claims import claim_domain
+from tavern_ledger.domain.contradiction import is_correction
 from tavern_ledger.domain.noise import machine_template
 from tavern_ledger.domain.vocabulary import INSTRUCTIONAL, SessionType
 
@@ -24,9 +25,6 @@ UNKNOWN_SOURCE_INGEST = "session-event-unknown-source"
 """Not a trusted ingest path: such evidence is quarantined (fail closed)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_TASK_BRIEF = ("你是", "You are", "任务：", "项目：")  # noqa: RUF001
-_CORRECTION_ZH = ("更正", "纠正", "不对", "不是", "错了", "改成", "改为", "不要")
-_CORRECTION_EN = re.compile(r"\b(?:correction|actually|instead)\b", re.IGNORECASE)
 DEFAULT_SKIP_TOOLS: frozenset[str] = frozenset(
     {
         "memory_search",
@@ -204,13 +202,6 @@ def _draft(
 def user_label(actor_id: str | None) -> str:
     """`user`, or `user:<actor>` when the event names its speaker (a group chat's person)."""
     return f"user:{actor_id}" if actor_id else "user"
-
-
-def is_correction(text: str) -> bool:
-    """A user message that corrects earlier guidance (a long task brief never does)."""
-    if len(text) >= 30 and text.startswith(_TASK_BRIEF):
-        return False
-    return any(marker in text for marker in _CORRECTION_ZH) or bool(_CORRECTION_EN.search(text))
 
 
 def _valid_utf8(text: str) -> str:

@@ -63,8 +63,11 @@ def check(row: EvidenceRow, op: Operation) -> None:
         raise TransitionRefused(f"{row.id} is already deleted")
 
 
-def apply(row: EvidenceRow, op: Operation, now: datetime) -> Transition:
-    """The row after `op` (raises TransitionRefused)."""
+def apply(
+    row: EvidenceRow, op: Operation, now: datetime, *, at: datetime | None = None
+) -> Transition:
+    """The row after `op` (raises TransitionRefused). `at`: when a supersession took effect,
+    if not now (a correction said in conversation takes effect when it was said)."""
     check(row, op)
     after = replace(row, state=_TO[op], updated_at=now)
     if op in ("redact", "delete"):
@@ -76,7 +79,7 @@ def apply(row: EvidenceRow, op: Operation, now: datetime) -> Transition:
         if row.state == "superseded":
             after = replace(after, valid_until=None)
     elif op == "supersede":
-        after = replace(after, valid_until=row.valid_until or now)
+        after = replace(after, valid_until=row.valid_until or at or now)
     return Transition(row, after)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from faststream.nats import NatsBroker
 
 from tavern_events import subjects
+from tavern_ledger.changes import Actor
 from tavern_ledger.consolidation.candidates import Candidates, Proposal
 from tavern_ledger.consolidation.requests import (
     CandidateCreateBody,
@@ -20,7 +21,6 @@ from tavern_ledger.consolidation.requests import (
 from tavern_ledger.consolidation.rules import Activation, Rules
 from tavern_ledger.handlers.rpc import Reply, serve
 from tavern_ledger.ledger import LEDGER_KEY, SERVICE, Ledger
-from tavern_ledger.rights import Actor
 from tavern_runtime.context import Context, Message
 
 PREFIX = "consolidation"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from tavern_ledger.changes import Actor
 from tavern_ledger.domain.observations import Proposal
 from tavern_ledger.errors import RequestInvalid
 from tavern_ledger.handlers.rpc import Reply, serve
@@ -22,7 +23,7 @@ from tavern_ledger.requests import (
     RecallBody,
     StatsBody,
 )
-from tavern_ledger.rights import Actor, Correction
+from tavern_ledger.rights import Correction
 from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transfer import ExportRequest
 from tavern_runtime.context import Context, Message

@@ -170,6 +170,42 @@ async def save_change(conn: Conn, row: EvidenceRow) -> None:
     )
 
 
+STATEMENT_PROBES = 400
+"""Postings read per correction: the newest holding any of its terms (or its classes' words)."""
+RECENT_STATEMENTS = 60
+
+
+async def statements_before(
+    conn: Conn, row: EvidenceRow, probe_terms: Sequence[str]
+) -> list[EvidenceRow]:
+    """Active statements of people in `row`'s scope from before it that a correction may
+    replace: those holding one of `probe_terms`, and the scope's most recent ones."""
+    found = await conn.fetch(
+        f"""
+        WITH probed AS (
+            SELECT evidence_id AS id FROM ledger.evidence_term
+            WHERE scope_id = $1 AND term = ANY($4::text[]) AND observed_at <= $3
+            ORDER BY observed_at DESC LIMIT {STATEMENT_PROBES}
+        ), recent AS (
+            SELECT id FROM ledger.evidence
+            WHERE scope_id = $1 AND state = 'active' AND observed_at <= $3
+              AND source_class IN ('user_input', 'user_correction')
+            ORDER BY observed_at DESC LIMIT {RECENT_STATEMENTS}
+        )
+        SELECT {COLUMNS} FROM ledger.evidence
+        WHERE id IN (SELECT id FROM probed UNION SELECT id FROM recent)
+          AND scope_id = $1 AND state = 'active' AND id <> $2 AND observed_at <= $3
+          AND source_class IN ('user_input', 'user_correction')
+        ORDER BY observed_at, id
+        """,
+        row.scope_id,
+        row.id,
+        row.observed_at,
+        list(probe_terms),
+    )
+    return [row_of(r) for r in found]
+
+
 async def superseding(conn: Conn, evidence_id: str) -> list[EvidenceRow]:
     """Rows whose `supersedes` names `evidence_id` (its replacements)."""
     found = await conn.fetch(
