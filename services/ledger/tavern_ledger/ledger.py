@@ -193,11 +193,15 @@ class Ledger:
         self.consumer.start(self._broker.connection, self.js())
 
     async def _rebuild_postings(self) -> None:
-        """Postings made by an older tokeniser are rebuilt before ingestion adds new ones."""
+        """Postings made by an older tokeniser are rebuilt, and claims filed by older rules
+        filed again, before ingestion adds new rows."""
         async with self.pool().acquire() as conn:
             indexed = await lexicon.rebuild_postings(conn)
+            reclassified = await lexicon.reclassify_claims(conn)
         if indexed is not None:
             log.info("postings_rebuilt", rows=indexed)
+        if reclassified is not None:
+            log.info("claims_reclassified", rows=reclassified)
 
     async def stop(self) -> None:
         """Before the broker closes: finish the batch in hand and publish its facts."""

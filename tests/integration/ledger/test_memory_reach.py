@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from tavern_ledger.store import lexicon
 from tests.integration.ledger.conftest import LedgerBus
 from tests.unit.ledger.builders import at, session_created, user_message
 
@@ -96,3 +97,21 @@ async def test_as_of_recall_takes_no_carry_over_from_the_live_session(ledger: Le
     old_view = await ledger.rpc("recall", **asked, step=2, as_of=at(10).isoformat())
     assert "room Lisbon" in old_view["text"]
     assert "room Oslo" not in old_view["text"]
+
+
+async def test_messages_stored_before_claims_were_filed_are_filed_once_at_start(
+    ledger: LedgerBus,
+) -> None:
+    await _ingest(
+        ledger,
+        session_created("a1", chat_id="chat-a", character_id="mira"),
+        user_message("a1", 2, "Always answer me in French"),
+        user_message("a1", 3, "I grew up in Marseille"),
+    )
+    # As rows were filed before: every message of a person a `user_fact`.
+    await ledger.db.execute("UPDATE ledger.evidence SET claim_domain = 'user_fact'")
+    await ledger.db.execute("UPDATE ledger.lexicon SET claims_version = 0")
+    assert await lexicon.reclassify_claims(ledger.db) == 1
+    assert await lexicon.reclassify_claims(ledger.db) is None
+    domains = {r["content"]: r["claim_domain"] for r in await ledger.evidence(session_id="a1")}
+    assert domains == {"Always answer me in French": "style", "I grew up in Marseille": "user_fact"}

@@ -103,7 +103,12 @@ def test_cross_session_policy_keeps_other_sessions_directives_out(
 ) -> None:
     other = [
         cand("user", "tea is my drink", session_id="s2"),
-        cand("directive", "From now on always answer about tea in French", session_id="s2"),
+        cand(
+            "directive",
+            "From now on always answer about tea in French",
+            session_id="s2",
+            claim_domain="style",
+        ),
         cand(
             "tool",
             "tea prices rose",

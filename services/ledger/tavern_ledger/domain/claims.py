@@ -12,6 +12,10 @@ from functools import lru_cache
 from typing import Literal
 
 ClaimKind = Literal["directive", "statement"]
+CLAIMS_VERSION = 1
+"""Bumped whenever the rules below change: stored evidence of people is then reclassified."""
+DIRECTIVE_DOMAINS = frozenset({"style", "user_preference"})
+"""The claim domains a person's directive is filed under (`claim_domain`)."""
 
 _LEAD = r"^\W*(?:(?:ok(?:ay)?|so|and|also|hey|hi|oh|well|now|then|one more thing)\W+)*"
 _POLITE = r"(?:(?:please|pls|kindly|just)\W+)*"
@@ -53,7 +57,7 @@ _HEAD = 240
 """A directive shows itself early: only the head of a long text is looked at."""
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=4096)
 def claim_kind(text: str) -> ClaimKind:
     """`directive` when the text tells the assistant how to behave, else `statement`."""
     head = _strip_marker(text[:_HEAD])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
-from tavern_ledger.domain.claims import is_directive
+from tavern_ledger.domain.claims import DIRECTIVE_DOMAINS
 from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
 from tavern_ledger.domain.noise import machine_template
 from tavern_ledger.domain.ranking import CorpusStats, Document, relevance
@@ -199,7 +199,7 @@ def _isolate(
 ) -> list[tuple[Candidate, bool]]:
     """Cross-session policy: a person's directives to the assistant ("always answer in
     French") given in another session stay out unless policy says `all`; what they stated as
-    fact comes in, labelled as from an earlier session (claims.py tells the two apart)."""
+    fact comes in, labelled as from an earlier session (claims.py files the two apart)."""
     kept = []
     for cand in candidates:
         cross = bool(session_id and cand.session_id and cand.session_id != session_id)
@@ -213,9 +213,9 @@ def _isolate(
 
 
 def _instructs(cand: Candidate) -> bool:
-    """A person's text that tells the assistant what to do (judged on the text, so evidence
-    stored before claims were classified is judged alike)."""
-    return cand.source_class in INSTRUCTIONAL and is_directive(cand.content)
+    """A person's text that tells the assistant what to do: filed as a directive when it was
+    ingested (claims.py), rows stored before reclassified at the ledger's start."""
+    return cand.source_class in INSTRUCTIONAL and cand.claim_domain in DIRECTIVE_DOMAINS
 
 
 def section_of(cand: Candidate) -> str:

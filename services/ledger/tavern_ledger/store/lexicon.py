@@ -3,6 +3,7 @@ ingestion starts (a query's terms must be made the way the postings were)."""
 
 from __future__ import annotations
 
+from tavern_ledger.domain.claims import CLAIMS_VERSION, claim_domain
 from tavern_ledger.domain.text import TERMS_VERSION, terms
 from tavern_ledger.store import Conn
 
@@ -49,3 +50,32 @@ async def _copy(conn: Conn, records: list[tuple[str, str, object, str]]) -> None
             records=records,
             columns=("scope_id", "term", "observed_at", "evidence_id"),
         )
+
+
+async def reclassify_claims(conn: Conn, version: int = CLAIMS_VERSION) -> int | None:
+    """File people's stored messages as statements or directives again when they were filed
+    by older rules than `version`; the number of rows changed, or None when current."""
+    async with conn.transaction():
+        stored = await conn.fetchval("SELECT claims_version FROM ledger.lexicon FOR UPDATE")
+        if stored is not None and stored >= version:
+            return None
+        changed: list[tuple[str, str]] = []
+        async for row in conn.cursor(
+            "SELECT id, content, claim_domain FROM ledger.evidence "
+            "WHERE source_class IN ('user_input', 'user_correction')",
+            prefetch=BATCH,
+        ):
+            domain = claim_domain(row["content"])
+            if domain != row["claim_domain"]:
+                changed.append((row["id"], domain))
+        await conn.executemany(
+            "UPDATE ledger.evidence SET claim_domain = $2, updated_at = now() WHERE id = $1",
+            changed,
+        )
+        await conn.execute(
+            "INSERT INTO ledger.lexicon (id, terms_version, claims_version) VALUES (true, $1, $2) "
+            "ON CONFLICT (id) DO UPDATE SET claims_version = excluded.claims_version",
+            TERMS_VERSION,
+            version,
+        )
+        return len(changed)
