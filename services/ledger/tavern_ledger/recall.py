@@ -126,6 +126,7 @@ class Recaller:
             previous_ids=self._previous_ids(req) if req.as_of is None else frozenset(),
             has_semantic=bool(hits),
             stats=stats,
+            explain=req.explain,
         )
         return compose(candidates, query, self._settings.composer)
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from tavern_ledger.domain.claims import DIRECTIVE_DOMAINS
-from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
+from tavern_ledger.domain.eligibility import Readable, ReadContext, eligible, read_gate
 from tavern_ledger.domain.noise import machine_template
 from tavern_ledger.domain.ranking import CorpusStats, Document, relevance
 from tavern_ledger.domain.text import estimate_tokens, lexical_score, one_line, truncate_to_tokens
@@ -129,6 +129,8 @@ class Query:
     has_semantic: bool = False
     stats: CorpusStats | None = None
     """The scope's term statistics; without them the candidates are their own corpus."""
+    explain: bool = False
+    """Rank every readable candidate (`Composition.ranked`), not only those with room left."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,8 @@ class Composition:
     dropped: tuple[tuple[str, str], ...]
     retrieved: int
     ranked: tuple[Scored, ...] = ()
-    """Every candidate that passed the gates and filters, best first (what `explain` shows)."""
+    """Every candidate that passed the gates and filters, best first (what `explain` shows);
+    without `Query.explain`, only those that were still considered for their section."""
 
     @property
     def admitted_ids(self) -> frozenset[str]:
@@ -163,26 +166,100 @@ class Composition:
 def compose(
     candidates: Sequence[Candidate], query: Query, config: ComposerConfig = ComposerConfig()
 ) -> Composition:
-    """The recall of one step, in acp.md §9.2's order."""
+    """The recall of one step, in acp.md §9.2's order: gates, isolation, utility (with the
+    hysteresis boost), then in utility order the filters, dedupe and the section quotas."""
     dropped: list[tuple[str, str]] = []
     ctx = ReadContext(query.scope_id, query.valid_at, allow_superseded=query.valid_at is not None)
     readable = _gate(candidates, ctx, dropped)
     isolated = _isolate(readable, query.session_id, config.cross_session, dropped)
     lexical = lexical_scores([c for c, _ in isolated], query)
     rrf = rrf_scores(isolated, lexical) if config.fusion == "rrf" else {}
-    ranked = [_rank(c, cross, query, config, (lexical, rrf)) for c, cross in isolated]
-    kept = _filter(ranked, query, config, dropped)
-    kept = [_sticky(s, query.previous_ids, config.hysteresis) for s in kept]
-    unique = _dedupe(kept, dropped)
-    packed = pack(unique, config.quota, config.hot_tokens, dropped)
+    valued = [_value(c, cross, query, config, (lexical, rrf)) for c, cross in isolated]
+    valued.sort(key=lambda v: -v.utility)  # stable: ties keep the read order
+    packed, unique = _select(valued, query, config, dropped)
     return Composition(tuple(packed), tuple(dropped), len(candidates), tuple(unique))
+
+
+@dataclass(slots=True)
+class _Valued:
+    utility: float
+    candidate: Candidate
+    cross: bool
+    sticky: bool
+
+
+def _select(
+    valued: Sequence[_Valued],
+    query: Query,
+    config: ComposerConfig,
+    dropped: list[tuple[str, str]],
+) -> tuple[list[Scored], list[Scored]]:
+    """Greedy by utility within each section's quota and the total budget (pack), skipping
+    self-echoes, machine templates and repeated content. Unless the query asks for the full
+    ranking, an item whose section has no room left is dropped before anything else is
+    looked at: most candidates of a large scope end there."""
+    asked = _folded(query.text.strip())
+    quota, cap = config.quota, config.hot_tokens
+    used: dict[str, int] = {}
+    total = 0
+    admitted: list[Scored] = []
+    unique: list[Scored] = []
+    seen: set[str] = set()
+    hashes: set[str] = set()
+    for v in valued:
+        cand = v.candidate
+        if cand.id in seen:
+            dropped.append((cand.id, "duplicate"))
+            continue
+        seen.add(cand.id)
+        section = section_of(cand)
+        if not query.explain and used.get(section, 0) + _least_tokens(cand) > quota.get(
+            section, -1
+        ):
+            dropped.append((cand.id, _full(section, quota)))
+            continue
+        item = _scored(v, section, config)
+        reason = None if query.explain else _overflow(item, quota, used, total, cap)
+        reason = reason or _unwanted(item, asked, config) or _repeated(item, hashes)
+        if reason is None:
+            unique.append(item)
+            reason = _overflow(item, quota, used, total, cap) if query.explain else None
+        if reason:
+            dropped.append((cand.id, reason))
+            continue
+        used[section] = used.get(section, 0) + item.tokens
+        total += item.tokens
+        admitted.append(item)
+    return admitted, unique
+
+
+def _least_tokens(cand: Candidate) -> int:
+    """What any item of `cand` costs at least: its label and one token of text."""
+    return (4 if cand.short_label else 20) + 1
+
+
+def _full(section: str, quota: Mapping[str, int]) -> str:
+    return f"section '{section}' budget" if section in quota else f"unknown section '{section}'"
+
+
+def _repeated(item: Scored, hashes: set[str]) -> str | None:
+    digest = item.candidate.content_hash or item.content
+    if digest in hashes:
+        return "duplicate-content"
+    hashes.add(digest)
+    return None
 
 
 def _gate(
     candidates: Iterable[Candidate], ctx: ReadContext, dropped: list[tuple[str, str]]
 ) -> list[Candidate]:
     kept = []
+    current = ctx.valid_at is None
     for cand in candidates:
+        fast = current and cand.state == "active" and cand.scope_id == ctx.scope_id
+        if fast and eligible(cand.authority, cand.claim_domain):  # read_gate's verdict, cheaply
+            kept.append(cand)
+            continue
         reasons = read_gate(cand.readable(), ctx)
         if reasons:
             dropped.append((cand.id, ";".join(reasons)))
@@ -230,23 +307,32 @@ def lexical_scores(candidates: Sequence[Candidate], query: Query) -> dict[str, f
     return relevance(query.text, [c.document() for c in candidates], stats)
 
 
-def _rank(
+def _value(
     cand: Candidate,
     cross: bool,
     query: Query,
     config: ComposerConfig,
     scores: tuple[Mapping[str, float], Mapping[str, float]],
-) -> Scored:
-    """`scores`: the lexical relevance and (with RRF fusion) the fused score of every id."""
-    section = section_of(cand)
+) -> _Valued:
+    """`scores`: the lexical relevance and (with RRF fusion) the fused score of every id.
+    Injection hysteresis: last step's items keep their place unless clearly beaten."""
+    lexical, rrf = scores[0].get(cand.id, 0.0), scores[1].get(cand.id)
+    value = utility(cand, query, config, rrf, lexical) * (CROSS_SESSION_PENALTY if cross else 1.0)
+    value *= observation_decay(cand, query.now, config.half_life_days)
+    sticky = config.hysteresis > 0 and cand.id in query.previous_ids
+    if sticky:
+        value *= 1 + config.hysteresis
+    return _Valued(value, cand, cross, sticky)
+
+
+def _scored(v: _Valued, section: str, config: ComposerConfig) -> Scored:
+    """The item as it would be injected: its text fitted to its section, and its size."""
+    cand = v.candidate
     content, oversize = _fit(cand, config.quota.get(section, DEFAULT_SECTION_CAP))
     label_tokens = 4 if cand.short_label else 20
     whole = content is cand.content and cand.tokens is not None
     tokens = (cand.tokens if whole and cand.tokens else estimate_tokens(content)) + label_tokens
-    lexical, rrf = scores[0].get(cand.id, 0.0), scores[1].get(cand.id)
-    value = utility(cand, query, config, rrf, lexical) * (CROSS_SESSION_PENALTY if cross else 1.0)
-    value *= observation_decay(cand, query.now, config.half_life_days)
-    return Scored(cand, value, section, content, tokens, cross, oversize)
+    return Scored(cand, v.utility, section, content, tokens, v.cross, oversize, v.sticky)
 
 
 def _fit(cand: Candidate, section_cap: int) -> tuple[str, bool]:
@@ -347,27 +433,17 @@ def rrf_scores(
     return {cid: v / best for cid, v in fused.items()} if best > 0 else {}
 
 
-def _filter(
-    ranked: list[Scored], query: Query, config: ComposerConfig, dropped: list[tuple[str, str]]
-) -> list[Scored]:
-    """Self-echo, external-tool skip and machine templates."""
-    asked = query.text.strip()
-    kept = []
-    for item in ranked:
-        reason = _unwanted(item, asked, config)
-        if reason:
-            dropped.append((item.candidate.id, reason))
-        else:
-            kept.append(item)
-    return kept
-
-
 def is_echo(content: str, asked: str) -> bool:
     """The candidate is what was just asked: the same text, or (for a query long enough to be
     a message rather than a keyword) a text that contains it."""
-    if not asked:
+    return _echoes(content, _folded(asked))
+
+
+def _echoes(content: str, said: str) -> bool:
+    """`is_echo` with the query already folded."""
+    if not said:
         return False
-    said, body = _folded(asked), _folded(content)
+    body = _folded(content)
     return said == body or (len(said) >= ECHO_MIN_CHARS and said in body)
 
 
@@ -375,64 +451,14 @@ def _folded(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _unwanted(item: Scored, asked: str, config: ComposerConfig) -> str | None:
-    if is_echo(item.candidate.content, asked):
+def _unwanted(item: Scored, said: str, config: ComposerConfig) -> str | None:
+    """Why an item is not injected although readable (`said`: the query, folded)."""
+    if _echoes(item.candidate.content, said):
         return "self-echo"
     if config.skip_external_tool and item.candidate.source_class == "external_tool":
         return "external-tool-not-injectable"
     template = machine_template(item.content)
     return f"machine-template:{template}" if template else None
-
-
-def _sticky(item: Scored, previous: frozenset[str], hysteresis: float) -> Scored:
-    """Injection hysteresis: last step's items keep their place unless clearly beaten."""
-    if hysteresis <= 0 or item.candidate.id not in previous:
-        return item
-    return replace(item, utility=item.utility * (1 + hysteresis), sticky=True)
-
-
-def _dedupe(items: list[Scored], dropped: list[tuple[str, str]]) -> list[Scored]:
-    by_id: dict[str, Scored] = {}
-    for item in items:
-        if item.candidate.id in by_id:
-            dropped.append((item.candidate.id, "duplicate"))
-        else:
-            by_id[item.candidate.id] = item
-    kept: list[Scored] = []
-    hashes: set[str] = set()
-    for item in sorted(by_id.values(), key=lambda s: -s.utility):
-        digest = item.candidate.content_hash or item.content
-        if digest in hashes:
-            dropped.append((item.candidate.id, "duplicate-content"))
-            continue
-        hashes.add(digest)
-        kept.append(item)
-    return kept
-
-
-def pack(
-    items: Sequence[Scored],
-    quota: Mapping[str, int],
-    total_cap: int,
-    dropped: list[tuple[str, str]],
-) -> list[Scored]:
-    """Greedy by utility, within each section's quota and the total budget (a cap of 0 or
-    less means no total cap); an item that does not fit leaves its room to smaller ones.
-    acp.md §9.5 packs by utility per token, which fills a small quota with short filler (every
-    candidate has a floor of utility from confidence and validity) ahead of what was asked for:
-    on LoCoMo that kept half of the injected evidence out."""
-    used: dict[str, int] = {}
-    total = 0
-    admitted = []
-    for item in sorted(items, key=lambda s: -s.utility):
-        reason = _overflow(item, quota, used, total, total_cap)
-        if reason:
-            dropped.append((item.candidate.id, reason))
-            continue
-        used[item.section] = used.get(item.section, 0) + item.tokens
-        total += item.tokens
-        admitted.append(item)
-    return sorted(admitted, key=lambda s: -s.utility)
 
 
 def _overflow(
