@@ -24,6 +24,7 @@ PG_ADMIN = "postgres"
 FILE_NAME = "credentials.json"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+TRAVERSE = 0o011
 
 
 def new_secret() -> str:
@@ -65,9 +66,11 @@ class Credentials:
 
 
 def private_dir(path: Path) -> Path:
-    """`path` created if missing, mode 0700 (an existing one is tightened to it)."""
+    """`path` created if missing, mode 0700; an existing one loses every read and write bit
+    of group and others. A traverse bit stays: as root, the embedded Postgres runs as its own
+    system user, which must pass through the data dir to reach its own 0700 directory."""
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
-    path.chmod(PRIVATE_DIR)
+    path.chmod(PRIVATE_DIR | (path.stat().st_mode & TRAVERSE))
     return path
 
 
