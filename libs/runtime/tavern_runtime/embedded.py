@@ -26,6 +26,9 @@ from tavern_runtime.credentials import PRIVATE_DIR, private_dir
 from tavern_runtime.errors import ConfigurationError
 
 PG_SYSTEM_USER = "embedded_postgres"
+ACCOUNT = "TAVERN"
+"""The account of deploy/nats/accounts.conf; its streams live in `jetstream/TAVERN`."""
+GLOBAL_ACCOUNT = "$G"
 PG_DATABASE = "tavern"
 
 
@@ -164,6 +167,7 @@ class EmbeddedNats:
     def start(self, timeout: float = 20.0) -> None:
         private_dir(self.data_dir)
         self._refuse_second_owner()
+        self._adopt_global_account()
         self.port = self.port or _remembered_port(self.data_dir / "port")
         self.http_port = self.http_port or free_port()
         self.write_config()
@@ -178,6 +182,22 @@ class EmbeddedNats:
         )
         (self.data_dir / "pid").write_text(str(self.process.pid))
         _wait(self._ready, timeout, f"nats-server on port {self.port}")
+
+    def _adopt_global_account(self) -> None:
+        """A store an older release wrote without users keeps its streams under the global
+        account (`jetstream/$G`); with users they belong to the TAVERN account, so they move
+        there once, before the server starts (the upgrade of an existing data dir)."""
+        if not self.accounts:
+            return
+        store = self.data_dir / "jetstream" / "jetstream"  # nats-server adds the second
+        old, new = store / GLOBAL_ACCOUNT, store / ACCOUNT
+        if old.is_dir() and not new.exists():
+            old.rename(new)
+        elif old.is_dir() and any(old.iterdir()):
+            raise ConfigurationError(
+                f"{store} holds streams of both the old global account and {ACCOUNT}; "
+                f"move what {old} holds by hand (nothing was changed)"
+            )
 
     def _refuse_second_owner(self) -> None:
         with contextlib.suppress(OSError, ValueError):
