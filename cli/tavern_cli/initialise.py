@@ -9,13 +9,40 @@ import warnings
 from collections.abc import Mapping
 
 from nats.aio.client import Client
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tavern_cli import catalog
 from tavern_runtime import pg
+from tavern_runtime.credentials import DB_ROLES
 from tavern_runtime.dbroles import ensure_roles, role_dsn
+from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import configure_logging
 from tavern_runtime.migrations import MigrationReport, migrate
 from tavern_runtime.provision import ProvisionReport, provision
+
+
+class RoleSettings(BaseSettings):
+    """The passwords of the service roles `tavern init` creates and migrates as (compose,
+    Kubernetes). Set all three, or none: then every schema is migrated as the user of
+    TAVERN_DATABASE_URL and the services share it (a Postgres you manage roles in yourself)."""
+
+    model_config = SettingsConfigDict(env_prefix="TAVERN_DB_", extra="ignore", frozen=True)
+
+    ledger_password: str = Field(default="", repr=False, description="role `ledger`")
+    projector_password: str = Field(default="", repr=False, description="role `projector`")
+    consolidator_password: str = Field(default="", repr=False, description="role `consolidator`")
+
+    def roles(self) -> dict[str, str] | None:
+        found = {role: getattr(self, f"{role}_password") for role in DB_ROLES}
+        if not any(found.values()):
+            return None
+        missing = [f"TAVERN_DB_{r.upper()}_PASSWORD" for r, pw in found.items() if not pw]
+        if missing:
+            raise ConfigurationError(
+                f"set every service role's password or none: missing {', '.join(missing)}"
+            )
+        return found
 
 
 def quiet_logging() -> None:
