@@ -90,15 +90,19 @@ def _servers(data_dir: Path) -> dict[str, str]:
     return loaded
 
 
+def _private(data_dir: Path) -> None:
+    assert data_dir.stat().st_mode & 0o777 in (0o700, 0o711)  # 0711 as root: postgres traverses
+    assert (data_dir / "credentials.json").stat().st_mode & 0o777 == 0o600
+    for sub in ("nats", "postgres", "run"):
+        assert (data_dir / sub).stat().st_mode & 0o077 == 0, sub
+
+
 async def _refuses_anonymous_logins(data_dir: Path) -> None:
     """The data dir is private, the credentials file 0600, and neither server lets anyone in
     without a password: NATS refuses an anonymous login, Postgres a password-less one."""
     import asyncpg
 
-    assert data_dir.stat().st_mode & 0o777 in (0o700, 0o711)  # 0711 as root: postgres traverses
-    assert (data_dir / "credentials.json").stat().st_mode & 0o777 == 0o600
-    for sub in ("nats", "postgres", "run"):
-        assert (data_dir / sub).stat().st_mode & 0o077 == 0, sub
+    _private(data_dir)
     url = _servers(data_dir)["nats_url"]
     with pytest.raises(Exception, match=r"(?i)authorization"):
         await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=1)
