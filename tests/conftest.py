@@ -3,6 +3,10 @@
 Set TAVERN_TEST_NATS_URL / TAVERN_TEST_DATABASE_URL to use servers of your own instead.
 Each test that asks for `nats_url` gets its own fresh nats-server (they start in ~60 ms), and
 each test that asks for `database_url` gets a fresh database, dropped afterwards.
+
+The servers run with authentication on, as `tavern up` runs them: nats-server with the users
+of deploy/nats/accounts.conf and generated passwords (`nats_url` logs in as the operator),
+PostgreSQL with scram-sha-256 (the DSNs carry the superuser's generated password).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from tavern_cli import secure
+from tavern_runtime.credentials import Credentials
+from tavern_runtime.embedded import EmbeddedNats
 
 warnings.filterwarnings("ignore", module="platformdirs")
 
@@ -33,13 +39,19 @@ def run_dir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(run_dir: Path) -> Iterator[str]:
+def credentials() -> Credentials:
+    """The generated logins of this run's servers."""
+    return Credentials.generate()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(run_dir: Path, credentials: Credentials) -> Iterator[str]:
     """DSN of the run's PostgreSQL (its `tavern` database is not used by tests directly)."""
     external = os.environ.get("TAVERN_TEST_DATABASE_URL")
     if external:
         yield external
         return
-    server = EmbeddedPostgres(run_dir / "postgres")
+    server = secure.embedded_postgres(run_dir / "postgres", credentials)
     server.start()
     try:
         yield server.dsn
@@ -72,9 +84,10 @@ async def database_url(postgres_server: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
-    """A fresh JetStream server (embedded config: `sync_interval: always`) for this test."""
-    server = EmbeddedNats(tmp_path / "nats")
+def nats_server(tmp_path: Path, credentials: Credentials) -> Iterator[EmbeddedNats]:
+    """A fresh JetStream server (embedded config: `sync_interval: always`, the users of
+    deploy/nats/accounts.conf) for this test."""
+    server = secure.embedded_nats(tmp_path / "nats", credentials)
     server.start()
     try:
         yield server
@@ -91,7 +104,7 @@ async def nats_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
         yield external
         return
     server: EmbeddedNats = request.getfixturevalue("nats_server")
-    yield server.url
+    yield server.url_as("operator")
 
 
 async def _clear_tavern_streams(url: str) -> None:

@@ -11,6 +11,7 @@ import nats
 
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_events.ids import new_id
+from tavern_runtime.bus import login_options
 
 SCRIPT: tuple[str, ...] = (
     "Hello! I'm Ada, and I sail a small boat called Nautilus on weekends.",
@@ -33,9 +34,14 @@ async def play(
     colour: bool | None = None,
     prefix: str = "",
     turn_timeout: float = 60.0,
+    *,
+    user: str = "",
+    password: str = "",
 ) -> DemoResult:
-    """Play SCRIPT on a new session; every line is rendered as the session log records it."""
-    nc = await nats.connect(nats_url, name="tavern-demo")
+    """Play SCRIPT on a new session; every line is rendered as the session log records it.
+    It logs in as `user` (or as the user in the URL), with that user's inbox prefix."""
+    login = login_options(user, password, nats_url)
+    nc = await nats.connect(nats_url, name="tavern-demo", **login)
     session_id = f"demo-{new_id()[-12:]}"
     renderer = (
         Renderer(out, colour, prefix) if out is not None else Renderer(colour=colour, prefix=prefix)
@@ -65,7 +71,7 @@ async def play(
 READY_TIMEOUT_S = 90.0
 
 
-async def run_in_up(nats_url: str, data_dir: Path) -> None:
+async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str = "") -> None:
     """The demo as `tavern up` plays it: once every service is ready, on stdout."""
     from tavern_cli.probes import all_ready
     from tavern_cli.rundir import Layout
@@ -79,7 +85,7 @@ async def run_in_up(nats_url: str, data_dir: Path) -> None:
         await asyncio.sleep(0.5)
     print("\n--- demo conversation " + "-" * 50, flush=True)
     try:
-        result = await play(nats_url)
+        result = await play(nats_url, user=user, password=password)
     except (TimeoutError, OSError) as exc:
         print(f"demo: stopped early ({type(exc).__name__}: {exc})", flush=True)
         return

@@ -10,13 +10,14 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import nats
 from nats.aio.client import Client
 
 from tavern_cli.rundir import Layout, read_servers
+from tavern_runtime.bus import login_options
+from tavern_runtime.credentials import read_credentials
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.settings import TavernSettings
 
@@ -28,6 +29,9 @@ class Endpoints:
     nats_url: str
     database_url: str
     source: str
+    nats_user: str = ""
+    nats_password: str = field(default="", repr=False)
+    """The login `tavern up` generated (the operator's), when its NATS is the one in use."""
 
     @property
     def nats_servers(self) -> list[str]:
@@ -51,11 +55,24 @@ def resolve(
     else:
         source = "defaults (no `tavern up` running on this data dir)"
     defaults = TavernSettings.model_fields
+    user, password = "", ""
+    if running is not None and nats_found == running.nats_url:
+        user, password = _operator_login(layout)
     return Endpoints(
         nats_found or str(defaults["nats_url"].default),
         db_found or str(defaults["database_url"].default),
         source,
+        user,
+        password,
     )
+
+
+def _operator_login(layout: Layout) -> tuple[str, str]:
+    """The CLI acts as the local operator on the NATS of `tavern up` (credentials.json)."""
+    found = read_credentials(layout.root)
+    if found is None or "operator" not in found.nats:
+        return "", ""
+    return "operator", found.nats_password("operator")
 
 
 async def _quiet(_: Exception) -> None:
@@ -66,11 +83,14 @@ async def _quiet(_: Exception) -> None:
 async def nats_connection(endpoints: Endpoints) -> AsyncIterator[Client]:
     """One connection attempt, no reconnects: a CLI command should fail fast and say why."""
     settings = TavernSettings()
-    credentials: dict[str, Any] = (
-        {"user": settings.nats_user, "password": settings.nats_password}
-        if settings.nats_user
-        else {}
-    )
+    if settings.nats_user:
+        credentials = login_options(
+            settings.nats_user, settings.nats_password, endpoints.nats_servers
+        )
+    else:
+        credentials = login_options(
+            endpoints.nats_user, endpoints.nats_password, endpoints.nats_servers
+        )
     try:
         # nats-py retries the initial connect forever unless max_reconnect_attempts > 0.
         nc = await asyncio.wait_for(

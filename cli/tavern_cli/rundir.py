@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tavern_runtime.credentials import private_dir
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.health import health_file
 
@@ -61,7 +62,7 @@ class Servers:
 
 
 def write_servers(layout: Layout, servers: Servers) -> None:
-    layout.run.mkdir(parents=True, exist_ok=True)
+    private_dir(layout.run)
     tmp = layout.servers_file.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -131,7 +132,8 @@ class UpLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.layout.run.mkdir(parents=True, exist_ok=True)
+        private_dir(self.layout.root)
+        private_dir(self.layout.run)
         fd = os.open(self.layout.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -73,9 +73,12 @@ class Supervisor:
         env: Mapping[str, str],
         printer: Printer,
         grace_s: float,
+        own_env: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.children = [Child(e) for e in entries]
         self.env = dict(env)
+        self.own_env = {name: dict(values) for name, values in (own_env or {}).items()}
+        """Per service: what only that process gets (its own credentials), over `env`."""
         self.printer = printer
         self.grace_s = grace_s
         self.stopping = asyncio.Event()
@@ -138,7 +141,7 @@ class Supervisor:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             *child.entry.command,
-            env=self.env,
+            env={**self.env, **self.own_env.get(child.entry.name, {})},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

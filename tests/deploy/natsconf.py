@@ -122,7 +122,7 @@ def _swap(text: str, old: str, new: str, *, count: int = 1) -> str:
 def _local(text: str, node: Node) -> str:
     """Loopback ports and a temp store instead of the production addresses and /data."""
     text = _swap(text, 'listen: "0.0.0.0:4222"', f'listen: "127.0.0.1:{node.port}"')
-    text = _swap(text, 'http: "0.0.0.0:8222"', f'http: "127.0.0.1:{node.http_port}"')
+    text = _swap(text, 'http: "127.0.0.1:8222"', f'http: "127.0.0.1:{node.http_port}"')
     return _swap(text, 'store_dir: "/data"', f'store_dir: "{node.store}"')
 
 

@@ -27,7 +27,10 @@ ENV_EXAMPLE = REPO / "deploy" / ".env.example"
 SHARED = REPO.parent / "shared"
 COMPOSE_SCHEMA = SHARED / "schemas" / "compose-spec.json"
 LONG_RUNNING = tuple(entry.name for entry in catalog.SERVICES)
-INTERPOLATION = re.compile(r"^\$\{([A-Z0-9_]+):-([^}]*)\}$")
+INTERPOLATION = re.compile(r"^\$\{([A-Z0-9_]+):\?([^}]*)\}$")
+"""A required variable: `${VAR:?message}` (compose stops with the message when VAR is unset)."""
+ANY_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(:?[-?+])?([^}]*)\}")
+DIGEST = re.compile(r"^[a-z0-9./_-]+(:[\w.-]+)?@sha256:[0-9a-f]{64}$")
 
 
 def _schema_paths() -> list[Path]:
@@ -165,7 +168,7 @@ def test_nats_runs_the_single_node_config_with_a_data_volume() -> None:
     assert "./deploy/nats:/etc/nats/tavern:ro" in nats["volumes"]
     assert "nats-data:/data" in nats["volumes"]
     assert "js-enabled-only=true" in " ".join(nats["healthcheck"]["test"])
-    assert any(p.endswith(":8222") for p in nats["ports"]), "monitoring port"
+    assert not any(p.endswith(":8222") for p in nats["ports"]), "monitoring has no auth"
     assert "pg-data:/var/lib/postgresql" in _services()["postgres"]["volumes"]
 
 
@@ -207,3 +210,52 @@ def test_env_example_holds_the_defaults(
     for key in _unset_keys() & env_names(settings):
         field = key.removeprefix(str(settings.model_config["env_prefix"])).lower()
         assert defaults[field] is None, f"{key} is listed as unset but defaults to a value"
+
+
+# --- secrets, database roles, images ----------------------------------------------------------
+
+
+def _variables() -> list[tuple[str, str, str]]:
+    """Every `${VAR...}` in compose.yaml: (name, operator, rest)."""
+    return [(m[1], m[2] or "", m[3]) for m in ANY_VARIABLE.finditer(COMPOSE.read_text())]
+
+
+def test_every_secret_is_required_with_a_message_naming_it() -> None:
+    secrets = [v for v in _variables() if "PASSWORD" in v[0] or "SECRET" in v[0]]
+    assert secrets
+    for name, operator, rest in secrets:
+        if operator == "":
+            continue  # a plain ${VAR}: its required form appears once in x-secrets
+        assert operator == ":?", f"{name} falls back to a value instead of stopping the start"
+        assert ".env" in rest  # compose names the variable, the message says where it goes
+    required = {name for name, operator, _ in secrets if operator == ":?"}
+    plain = {name for name, operator, _ in secrets if operator == ""}
+    assert plain <= required, f"{plain - required} used without a required form"
+    assert "-dev-only" not in COMPOSE.read_text()
+
+
+def test_each_service_with_tables_logs_in_to_postgres_as_its_own_role() -> None:
+    services = _services()
+    for entry in catalog.SERVICES:
+        env = services[entry.name]["environment"]
+        if entry.migrations() is None:
+            assert "TAVERN_DATABASE_URL" not in env, f"{entry.name} keeps no tables"
+            assert "postgres" not in services[entry.name]["depends_on"]
+            continue
+        dsn = env["TAVERN_DATABASE_URL"]
+        role = entry.name
+        assert dsn.startswith(f"postgresql://{role}:${{TAVERN_DB_{role.upper()}_PASSWORD}}@"), dsn
+    init = services["init"]["environment"]
+    assert init["TAVERN_DATABASE_URL"].startswith("postgresql://tavern:${POSTGRES_PASSWORD}@")
+    for role in ("ledger", "projector", "consolidator"):
+        assert INTERPOLATION.match(init[f"TAVERN_DB_{role.upper()}_PASSWORD"])
+    for name, service in services.items():
+        if name not in ("init", "postgres"):
+            assert "POSTGRES_PASSWORD" not in json.dumps(service), name
+
+
+def test_every_pulled_image_is_pinned_by_digest() -> None:
+    for name, service in _services().items():
+        if "build" in service:
+            continue  # built here from deploy/Dockerfile
+        assert DIGEST.match(service["image"]), f"{name}: {service['image']} is not pinned"

@@ -4,6 +4,7 @@ service, PDBs, the init Job, the Secret keys, and Helm values for an R3 JetStrea
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,8 +113,10 @@ def test_service_deployment_probes_health_and_logs_in_as_itself(service: str) ->
     env = _env(container)
     assert env["TAVERN_NATS_USER"] == service
     assert env["TAVERN_NATS_PASSWORD"]["secretKeyRef"]["key"] == f"nats-{service}-password"
-    if catalog.BY_NAME[service].migrations() is not None:
-        assert env["TAVERN_DATABASE_URL"]["secretKeyRef"]["key"] == "database-url"
+    if catalog.BY_NAME[service].migrations() is not None:  # its own role, not the admin's
+        assert env["TAVERN_DATABASE_URL"]["secretKeyRef"]["key"] == f"{service}-database-url"
+    else:
+        assert "TAVERN_DATABASE_URL" not in env, f"{service} keeps no tables: no database login"
     assert container["envFrom"] == [{"configMapRef": {"name": "tavern-config"}}]
 
 
@@ -150,6 +153,9 @@ def test_init_job_provisions_as_the_operator() -> None:
     env = _env(container)
     assert env["TAVERN_NATS_USER"] == "operator"
     assert env["TAVERN_DATABASE_URL"]["secretKeyRef"]["key"] == "database-url"
+    for role in ("ledger", "projector", "consolidator"):  # the roles init creates
+        key = env[f"TAVERN_DB_{role.upper()}_PASSWORD"]["secretKeyRef"]["key"]
+        assert key == f"db-{role}-password"
     assert job["spec"]["template"]["spec"]["restartPolicy"] in ("OnFailure", "Never")
 
 
@@ -186,3 +192,47 @@ def test_nats_helm_values_run_an_r3_jetstream_cluster_with_our_users() -> None:
     for user in natsconf.USERS:
         assert env[f"NATS_{user.upper()}_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == user
     assert values["podDisruptionBudget"]["enabled"] is True
+
+
+def _policies() -> dict[str, dict[str, Any]]:
+    return {name: obj for (kind, name), obj in _objects().items() if kind == "NetworkPolicy"}
+
+
+def _selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    selector = policy["spec"]["podSelector"]
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for rule in selector.get("matchExpressions", []):
+        assert rule["operator"] == "In"
+        if labels.get(rule["key"]) not in rule["values"]:
+            return False
+    return True
+
+
+def test_network_policies_deny_by_default_and_admit_only_the_health_port() -> None:
+    policies = _policies()
+    deny = policies["tavern-default-deny"]["spec"]
+    assert deny["podSelector"] == {}
+    assert deny["policyTypes"] == ["Ingress"]
+    assert "ingress" not in deny
+    for obj in _objects().values():
+        if obj["kind"] not in ("Deployment", "Job"):
+            continue
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        selecting = [p for p in policies.values() if _selects(p, labels)]
+        ingress = [rule for p in selecting for rule in p["spec"].get("ingress", [])]
+        ports = {port["port"] for rule in ingress for port in rule["ports"]}
+        assert ports == {int(_config()["TAVERN_HEALTH_PORT"])}, obj["metadata"]["name"]
+    nats_rules = policies["tavern-nats"]["spec"]["ingress"]
+    nats_ports = {port["port"] for rule in nats_rules for port in rule["ports"]}
+    assert nats_ports == {4222, 6222}, "monitoring (8222, no auth) admits no pod"
+
+
+def test_network_policies_are_in_the_kustomization() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert "networkpolicy.yaml" in kustomization["resources"]
+
+
+def test_nats_image_is_pinned_by_digest() -> None:
+    image = yaml.safe_load((K8S / "nats-values.yaml").read_text())["container"]["image"]
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", image["digest"])

@@ -74,3 +74,21 @@ def test_every_service_has_its_own_user() -> None:
     users = re.findall(r"^\s*user:\s*(\w+)", _text("accounts.conf"), re.MULTILINE)
     assert sorted(users) == sorted(natsconf.USERS)
     assert {entry.name for entry in catalog.SERVICES} <= set(users)
+
+
+def test_accounts_conf_is_the_access_model_rendered() -> None:
+    """deploy/nats/accounts.conf is generated (`python -m tavern_cli.access`) from the same
+    model the embedded server includes: the two cannot drift apart."""
+    from tavern_cli import access
+
+    shipped = (natsconf.NATS_DIR / "accounts.conf").read_text()
+    assert shipped == access.render_accounts(), (
+        "regenerate: python -m tavern_cli.access > deploy/nats/accounts.conf"
+    )
+
+
+def test_monitoring_listens_on_loopback_only() -> None:
+    for name in ("single.conf", *natsconf.CLUSTER_CONFIGS):
+        text = (natsconf.NATS_DIR / name).read_text()
+        assert 'http: "127.0.0.1:8222"' in text, name
+        assert "0.0.0.0:8222" not in text, name

@@ -1,5 +1,6 @@
-"""deploy/nats/accounts.conf on a real nats-server: each service's user can do its job (the
-services themselves start and turn ready under it) and cannot write what it does not own."""
+"""deploy/nats/accounts.conf, and the config the embedded server of `tavern up` generates, on a
+real nats-server: each service's user can do its job (the services themselves start and turn
+ready under it) and cannot write what it does not own. Every test runs against both."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import importlib
 import io
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,19 +23,20 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from tavern_cli import catalog, demo
+from tavern_cli import catalog, demo, secure
 from tavern_events import subjects
 from tavern_events.ids import new_id
 from tavern_events.message import UserMessage, UserMessagePayload
 from tavern_events.step import StepStarted
 from tavern_loop.dispatch import dispatch_consumer
+from tavern_runtime.bus import login_options
+from tavern_runtime.credentials import Credentials
 from tavern_runtime.embedded import free_port
 from tavern_runtime.provision import LEASES, ConsumerSpec, provision
 from tavern_runtime.service import serve
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 from tavern_runtime.settings import TavernSettings
 from tests.deploy import natsconf
-from tests.deploy.natsconf import Node
 from tests.support import eventually
 
 pytestmark = pytest.mark.integration
@@ -57,15 +59,25 @@ class User:
     async def refused(self, subject: str) -> bool:
         return await eventually(
             lambda: any(
-                f'permissions violation for publish to "{subject}"' in e for e in self.errors
+                f'permissions violation for publish to "{subject}"'.lower() in e.lower()
+                for e in self.errors
             ),
             timeout=3,
         )
 
 
+@dataclass(frozen=True)
+class Server:
+    """A running nats-server and the password of each of its users."""
+
+    kind: str
+    url: str
+    password: Callable[[str], str]
+
+
 @dataclass
 class Secured:
-    node: Node
+    server: Server
     users: dict[str, User]
 
     @property
@@ -80,32 +92,44 @@ def _consumers() -> list[ConsumerSpec]:
     return consumers
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    server = natsconf.single_node(tmp_path / "nats")
-    server.start(os.environ)
+@pytest.fixture(params=["accounts.conf", "embedded"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """deploy/nats/single.conf + accounts.conf, or the embedded server `tavern up` starts."""
+    if request.param == "accounts.conf":
+        node = natsconf.single_node(tmp_path / "nats")
+        node.start(os.environ)
+        try:
+            node.wait_listening()
+            yield Server("accounts.conf", node.url, natsconf.password)
+        finally:
+            node.stop()
+        return
+    credentials = Credentials.generate()
+    embedded = secure.embedded_nats(tmp_path / "embedded", credentials)
+    embedded.start()
     try:
-        server.wait_listening()
-        yield server
+        yield Server("embedded", embedded.url, credentials.nats_password)
     finally:
-        server.stop()
+        embedded.stop()
 
 
-async def _login(node: Node, user: str) -> User:
+async def _login(server: Server, user: str, password: str | None = None) -> User:
+    """Logged in as `user`, with that user's own inbox prefix (as the services do)."""
     errors: list[str] = []
 
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc))
 
-    password = natsconf.password(user)
-    nc = await nats.connect(node.url, user=user, password=password, error_cb=on_error)
+    secret = server.password(user) if password is None else password
+    options = login_options(user, secret)
+    nc = await nats.connect(server.url, error_cb=on_error, **options)
     return User(user, nc, errors)
 
 
 @pytest.fixture
-async def secured(node: Node) -> AsyncIterator[Secured]:
-    users = {name: await _login(node, name) for name in natsconf.USERS}
-    env = Secured(node, users)
+async def secured(server: Server) -> AsyncIterator[Secured]:
+    users = {name: await _login(server, name) for name in natsconf.USERS}
+    env = Secured(server, users)
     report = await provision(env.operator, consumers=_consumers())
     assert report.ok, report.lines()
     try:
@@ -339,7 +363,9 @@ async def test_the_demo_conversation_runs_with_every_process_as_its_own_user(
     """The demo `tavern up` plays (chat, a memory write, a recall, /compact), sent as the
     `client` user to the four services logged in as theirs: every turn completes promptly and
     no process is refused anything (a refused request waits out its deadline unnoticed)."""
-    url = secured.node.url.replace("nats://", f"nats://client:{natsconf.password('client')}@")
+    url = secured.server.url.replace(
+        "nats://", f"nats://client:{secured.server.password('client')}@"
+    )
     with structlog.testing.capture_logs() as logs:
         async with _services(secured, database_url, tmp_path):
             started = asyncio.get_running_loop().time()
@@ -374,9 +400,9 @@ async def _services(secured: Secured, database_url: str, tmp_path: Path) -> Asyn
     for entry in catalog.SERVICES:
         ports[entry.name] = free_port()
         settings = _settings_class(entry.name)(
-            nats_url=secured.node.url,
+            nats_url=secured.server.url,
             nats_user=entry.name,
-            nats_password=natsconf.password(entry.name),
+            nats_password=secured.server.password(entry.name),
             database_url=database_url,
             health_port=ports[entry.name],
             data_dir=tmp_path / entry.name,
@@ -392,3 +418,274 @@ async def _services(secured: Secured, database_url: str, tmp_path: Path) -> Asyn
         stop.set()
         codes = await asyncio.gather(*runs)
     assert codes == [0] * len(runs)
+
+
+# --- replies, durables and every subject, one by one (both configs) ------------------------------
+
+SERVICE_USERS = ("loop", "ledger", "projector", "consolidator")
+NON_OPERATORS = (*SERVICE_USERS, "client")
+
+
+def _subscription_refused(user: User, subject: str) -> bool:
+    wanted = f'permissions violation for subscription to "{subject}"'.lower()
+    return any(wanted in e.lower() for e in user.errors)
+
+
+@pytest.mark.parametrize("user", NON_OPERATORS)
+async def test_no_user_may_listen_on_the_shared_inbox_or_another_users(
+    secured: Secured, user: str
+) -> None:
+    sniffer = secured.users[user]
+    targets = ["_INBOX.>", "_INBOX.*", ">", *(f"_INBOX_{u}.>" for u in natsconf.USERS if u != user)]
+    for subject in targets:
+        await sniffer.nc.subscribe(subject)
+    await sniffer.nc.flush()
+    for subject in targets:
+        assert await eventually(lambda s=subject: _subscription_refused(sniffer, s), timeout=3)
+    own = await sniffer.nc.subscribe(f"_INBOX_{user}.>")
+    await sniffer.nc.flush()
+    await asyncio.sleep(0.2)
+    assert not _subscription_refused(sniffer, f"_INBOX_{user}.>")
+    await own.unsubscribe()
+
+
+async def test_no_user_receives_another_users_rpc_reply(secured: Secured) -> None:
+    """The ledger answers the loop's `memory.search`; every other user listens on everything it
+    may subscribe to plus the shared and the loop's inbox: only the loop gets the reply."""
+    ledger, loop = secured.users["ledger"], secured.users["loop"]
+    secret = b'{"hits": ["what the user told the character in private"]}'
+
+    async def answer(msg: nats.aio.msg.Msg) -> None:
+        await msg.respond(secret)
+
+    await ledger.nc.subscribe(subjects.rpc("ledger", "memory.search"), cb=answer)
+    overheard: list[tuple[str, bytes]] = []
+    for name in ("projector", "consolidator", "client"):
+        sniffer = secured.users[name]
+        for subject in ("_INBOX.>", "_INBOX_loop.>", f"_INBOX_{name}.>", "tavern.>", "$JS.>"):
+
+            async def heard(msg: nats.aio.msg.Msg, who: str = name) -> None:
+                overheard.append((who, msg.data))
+
+            await sniffer.nc.subscribe(subject, cb=heard)
+        await sniffer.nc.flush()
+    await ledger.nc.flush()
+    reply = await loop.nc.request(subjects.rpc("ledger", "memory.search"), b"{}", timeout=3)
+    assert reply.data == secret
+    assert reply.subject.startswith("_INBOX_loop.")
+    await asyncio.sleep(0.3)
+    assert [who for who, data in overheard if data == secret] == []
+
+
+def _owned() -> list[tuple[str, ConsumerSpec]]:
+    return [(e.name, c) for e in catalog.SERVICES for c in e.consumers()]
+
+
+THEFTS = [
+    (thief, owner, consumer)
+    for owner, consumer in _owned()
+    for thief in (*SERVICE_USERS, "client")
+    if thief != owner
+]
+
+
+@pytest.mark.parametrize(
+    ("thief", "owner", "consumer"),
+    THEFTS,
+    ids=[f"{t}-steals-{c.name}" for t, _, c in THEFTS],
+)
+async def test_no_user_pulls_or_acks_another_services_durable(
+    secured: Secured, thief: str, owner: str, consumer: ConsumerSpec
+) -> None:
+    """The thief's pull is refused and the message stays for its owner, whose pending
+    delivery the thief cannot ack either."""
+    stealer, rightful = secured.users[thief], secured.users[owner]
+    await secured.operator.publish(_concrete(consumer.filter_subjects[0]), b"{}")
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{consumer.stream}.{consumer.name}"
+    inbox = stealer.nc.new_inbox()
+    stolen = await stealer.nc.subscribe(inbox)
+    await stealer.nc.publish(next_subject, b'{"batch": 1, "expires": 500000000}', reply=inbox)
+    await stealer.nc.flush()
+    assert await stealer.refused(next_subject)
+    with pytest.raises(nats.errors.TimeoutError):
+        await stolen.next_msg(timeout=0.7)
+    pull = await rightful.js.pull_subscribe_bind(consumer.name, stream=consumer.stream)
+    [msg] = await pull.fetch(1, timeout=3)
+    assert msg.metadata.num_delivered == 1
+    assert msg.reply.startswith(f"$JS.ACK.{consumer.stream}.{consumer.name}.")
+    await stealer.nc.publish(msg.reply, b"+ACK")
+    await stealer.nc.flush()
+    assert await stealer.refused(msg.reply)
+    info = await secured.operator.consumer_info(consumer.stream, consumer.name)
+    assert info.num_ack_pending == 1, "the thief's ack must not count"
+    await msg.ack_sync()
+    assert rightful.errors == []
+
+
+def _matches(pattern: str, subject: str) -> bool:
+    """NATS wildcard matching of a concrete subject (`*` one token, `>` one or more)."""
+    want, have = pattern.split("."), subject.split(".")
+    for index, token in enumerate(want):
+        if token == ">":
+            return len(have) > index
+        if index >= len(have) or (token != "*" and token != have[index]):
+            return False
+    return len(want) == len(have)
+
+
+SENSITIVE_PUBLISH = [
+    *(
+        subjects.rpc("ledger", op)
+        for op in (
+            "delete",
+            "export",
+            "import",
+            "rollback",
+            "redact",
+            "correct",
+            "release",
+            "quarantine",
+            "audit",
+            "inspect",
+            "recall",
+            "memory.search",
+            "observation.propose",
+            "consolidation.rule.list",
+        )
+    ),
+    *(subjects.rpc("consolidator", op) for op in ("dream.run", "rules.decide", "approvals.next")),
+    *(subjects.rpc("projector", op) for op in ("status", "sessions.list", "history.search")),
+    subjects.rpc("loop", "ping"),
+    "_INBOX.x",
+    "_INBOX_loop.x",
+    "tavern.session.s1.turn.start",
+    "tavern.input.s1.message",
+    "tavern.ledger.u1.memory.changed",
+    "tavern.asset.card.c1.imported",
+    "$JS.API.STREAM.DELETE.SESSIONS",
+    "$JS.API.STREAM.PURGE.SESSIONS",
+    "$JS.API.CONSUMER.DELETE.SESSIONS.projector-chat",
+    "$JS.API.CONSUMER.CREATE.SESSIONS.rogue",
+    "$JS.API.CONSUMER.DURABLE.CREATE.SESSIONS.rogue",
+]
+
+
+def _publish_candidates() -> list[str]:
+    """Every subject any user's rules name (made concrete), plus subjects nobody should reach."""
+    from tavern_cli import access
+
+    found = set(SENSITIVE_PUBLISH)
+    for rules in access.permissions():
+        for pattern in (*rules.publish, *rules.deny_publish):
+            if pattern != ">":
+                found.add(_concrete(pattern))
+    return sorted(found)
+
+
+def _publish_allowed(user: str, subject: str) -> bool:
+    from tavern_cli import access
+
+    [rules] = [p for p in access.permissions() if p.user == user]
+    allowed = any(_matches(p, subject) for p in rules.publish)
+    return allowed and not any(_matches(d, subject) for d in rules.deny_publish)
+
+
+# What the least-privilege rules must never grant, whatever the generated lists say.
+NEVER = {
+    "loop": [
+        *(subjects.rpc("ledger", op) for op in ("delete", "export", "import", "rollback")),
+        *(subjects.rpc("ledger", op) for op in ("redact", "correct", "observation.propose")),
+        "tavern.ledger.u1.memory.changed",
+        "$JS.API.CONSUMER.DELETE.SESSIONS.projector-chat",
+    ],
+    "ledger": [subjects.rpc("ledger", "export"), "tavern.session.s1.turn.start"],
+    "projector": ["tavern.session.s1.turn.start", subjects.rpc("ledger", "recall")],
+    "consolidator": [subjects.rpc("ledger", op) for op in ("recall", "export", "delete")],
+    "client": [
+        subjects.rpc("ledger", "recall"),
+        subjects.rpc("ledger", "export"),
+        subjects.rpc("ledger", "memory.search"),
+        subjects.rpc("projector", "status"),
+        "tavern.session.s1.turn.start",
+        "$JS.API.CONSUMER.MSG.NEXT.SESSIONS.projector-chat",
+    ],
+}
+
+
+@pytest.mark.parametrize("user", NON_OPERATORS)
+async def test_each_users_publish_rights_checked_subject_by_subject(
+    secured: Secured, user: str
+) -> None:
+    """Each candidate subject is published on its own; the server refuses exactly those the
+    rules do not allow, and never one of the subjects in NEVER is allowed."""
+    for subject in NEVER[user]:
+        assert not _publish_allowed(user, subject), (user, subject)
+    client = secured.users[user]
+    candidates = _publish_candidates()
+    for subject in candidates:
+        await client.nc.publish(subject, b"")
+    await client.nc.flush()
+    denied = [s for s in candidates if not _publish_allowed(user, s)]
+    assert await eventually(lambda: all(_refused_now(client, s) for s in denied), timeout=5)
+    wrongly = [s for s in candidates if _publish_allowed(user, s) and _refused_now(client, s)]
+    assert wrongly == []
+    assert set(NEVER[user]) <= set(denied)
+
+
+def _refused_now(user: User, subject: str) -> bool:
+    wanted = f'permissions violation for publish to "{subject}"'.lower()
+    return any(wanted in e.lower() for e in user.errors)
+
+
+@pytest.mark.parametrize("user", NON_OPERATORS)
+async def test_each_users_subscribe_rights_checked_subject_by_subject(
+    secured: Secured, user: str
+) -> None:
+    from tavern_cli import access
+
+    [rules] = [p for p in access.permissions() if p.user == user]
+    candidates = sorted(
+        {
+            _concrete(pattern)
+            for p in access.permissions()
+            for pattern in p.subscribe
+            if pattern != ">"
+        }
+        | {"_INBOX.x", "tavern.ledger.u1.memory.changed", "tavern.rpc.ledger.recall"}
+    )
+    client = secured.users[user]
+    for subject in candidates:
+        await client.nc.subscribe(subject)
+    await client.nc.flush()
+    allowed = {s for s in candidates if any(_matches(p, s) for p in rules.subscribe)}
+    denied = [s for s in candidates if s not in allowed]
+    assert await eventually(
+        lambda: all(_subscription_refused(client, s) for s in denied), timeout=5
+    )
+    assert [s for s in allowed if _subscription_refused(client, s)] == []
+    assert "_INBOX.x" in denied
+
+
+@pytest.mark.parametrize("user", natsconf.USERS)
+async def test_anonymous_and_wrong_password_logins_are_refused(server: Server, user: str) -> None:
+    for attempt in (
+        {},
+        {"user": user, "password": "not-" + server.password(user)},
+        {"user": user, "password": ""},
+        {"user": f"{user}-nobody", "password": server.password(user)},
+    ):
+        with pytest.raises(Exception, match=r"(?i)authorization"):
+            await nats.connect(
+                server.url,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                connect_timeout=2,
+                error_cb=_ignore,
+                **attempt,
+            )
+    good = await _login(server, user)
+    await good.nc.close()
+
+
+async def _ignore(_: Exception) -> None:
+    return None

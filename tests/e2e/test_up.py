@@ -90,13 +90,41 @@ def _servers(data_dir: Path) -> dict[str, str]:
     return loaded
 
 
+def _private(data_dir: Path) -> None:
+    assert data_dir.stat().st_mode & 0o777 in (0o700, 0o711)  # 0711 as root: postgres traverses
+    assert (data_dir / "credentials.json").stat().st_mode & 0o777 == 0o600
+    for sub in ("nats", "postgres", "run"):
+        assert (data_dir / sub).stat().st_mode & 0o077 == 0, sub
+
+
+async def _refuses_anonymous_logins(data_dir: Path) -> None:
+    """The data dir is private, the credentials file 0600, and neither server lets anyone in
+    without a password: NATS refuses an anonymous login, Postgres a password-less one."""
+    import asyncpg
+
+    _private(data_dir)
+    url = _servers(data_dir)["nats_url"]
+    with pytest.raises(Exception, match=r"(?i)authorization"):
+        await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=1)
+    dsn = _servers(data_dir)["database_url"]
+    port = dsn.rsplit(":", 1)[1].split("/")[0]
+    with pytest.raises(asyncpg.PostgresError, match="password"):
+        await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/tavern", password="")
+
+
 async def _stop(up: asyncio.subprocess.Process) -> int:
     up.send_signal(signal.SIGINT)
     return await asyncio.wait_for(up.wait(), 40)
 
 
-async def _session_messages(nats_url: str) -> list[bytes]:
-    nc = await nats.connect(nats_url)
+def _login(data_dir: Path, user: str = "operator") -> dict[str, str]:
+    """`user`'s generated NATS login, from the data dir's credentials file."""
+    record = json.loads((data_dir / "credentials.json").read_text())
+    return {"user": user, "password": record["nats"][user], "inbox_prefix": f"_INBOX_{user}"}
+
+
+async def _session_messages(nats_url: str, login: dict[str, str]) -> list[bytes]:
+    nc = await nats.connect(nats_url, **login)
     try:
         js = nc.jetstream()
         info = await js.stream_info("SESSIONS")
@@ -108,8 +136,8 @@ async def _session_messages(nats_url: str) -> list[bytes]:
         await nc.close()
 
 
-async def _publish(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
+async def _publish(nats_url: str, login: dict[str, str]) -> None:
+    nc = await nats.connect(nats_url, **login)
     try:
         ack = await nc.jetstream().publish(
             "tavern.session.s_e2e.session.created",
@@ -139,7 +167,9 @@ async def test_up_runs_everything_stops_cleanly_and_resumes_with_its_data(
             await eventually(lambda: _green(data_dir), timeout=45, interval=0.5)
             await _refuses_a_second_up(data_dir)
             await _restarts_a_crashed_service(data_dir, log)
-            await _publish(_servers(data_dir)["nats_url"])
+            await _publish(_servers(data_dir)["nats_url"], _login(data_dir))
+            await _refuses_anonymous_logins(data_dir)
+            first_credentials = (data_dir / "credentials.json").read_text()
             pids = _pids(data_dir)
             assert await _stop(up) == 0
         await _all_gone(pids)
@@ -147,9 +177,10 @@ async def test_up_runs_everything_stops_cleanly_and_resumes_with_its_data(
 
         async with tavern_up(data_dir, log) as up:
             await eventually(lambda: _green(data_dir), timeout=45, interval=0.5)
-            assert await _session_messages(_servers(data_dir)["nats_url"]) == [
+            assert await _session_messages(_servers(data_dir)["nats_url"], _login(data_dir)) == [
                 b'{"hello": "again"}'
             ]
+            assert (data_dir / "credentials.json").read_text() == first_credentials  # reused
             assert "unchanged  schema ledger at version" in _text(log)  # Postgres kept it too
             pids = _pids(data_dir)
             assert await _stop(up) == 0

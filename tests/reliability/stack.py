@@ -25,8 +25,9 @@ import httpx
 import nats
 from nats.aio.client import Client
 
-from tavern_cli import catalog, initialise
-from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from tavern_cli import catalog, initialise, secure
+from tavern_runtime.bus import login_options
+from tavern_runtime.credentials import Credentials
 from tests.reliability.proxy import CutProxy
 
 SERVICES = ("loop", "ledger", "projector", "consolidator")
@@ -128,8 +129,10 @@ class Stack:
         self.root = root or Path(tempfile.mkdtemp(prefix="tavern-rel-"))
         self.data_dir = self.root / "data"
         self.logs = self.root / "logs"
-        self.nats = EmbeddedNats(self.root / "nats")
-        self.postgres = EmbeddedPostgres(self.root / "postgres")
+        self.credentials = Credentials.generate()
+        """The logins `tavern up` would generate: a NATS user and a database role each."""
+        self.nats = secure.embedded_nats(self.root / "nats", self.credentials)
+        self.postgres = secure.embedded_postgres(self.root / "postgres", self.credentials)
         self.proxied, self.grace_s = proxied, grace_s
         self.extra_env = dict(env or {})
         self.auto_restart = auto_restart
@@ -145,11 +148,15 @@ class Stack:
             asyncio.to_thread(self.nats.start), asyncio.to_thread(self.postgres.start)
         )
         self.nc = await nats.connect(
-            self.nats.url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, name="rel-client"
+            self.nats.url,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            name="rel-client",
+            **login_options("operator", self.credentials.nats_password("operator")),
         )
         report = await initialise.provision_all(self.nc, 1, False)
         assert report.ok, report.lines()
-        await initialise.migrate_all(self.database_url)
+        await initialise.migrate_all(self.database_url, secure.role_passwords(self.credentials))
         for service in self.services.values():
             if self.proxied:
                 service.proxy = CutProxy("127.0.0.1", self.nats.port, name=f"proxy-{service.name}")
@@ -181,6 +188,7 @@ class Stack:
 
     @property
     def database_url(self) -> str:
+        """The administrator's DSN (for checks); each service logs in with its own role."""
         return self.postgres.dsn
 
     @property
@@ -194,7 +202,6 @@ class Stack:
         nats_url = service.proxy.url if service.proxy is not None else self.nats.url
         env.update(
             TAVERN_NATS_URL=nats_url,
-            TAVERN_DATABASE_URL=self.database_url,
             TAVERN_DATA_DIR=str(self.data_dir),
             TAVERN_HEALTH_PORT="0",
             TAVERN_LOG_FORMAT="json",
@@ -202,6 +209,7 @@ class Stack:
             TAVERN_SHUTDOWN_GRACE_S=str(self.grace_s),
             PYTHONUNBUFFERED="1",
         )
+        env.update(secure.service_env(service.name, self.credentials, admin_dsn=self.database_url))
         env.update(self.extra_env)
         return env
 

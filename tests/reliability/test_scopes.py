@@ -279,7 +279,7 @@ def _changed(
 
 
 async def _run(world: World, stack: Stack, program: list[Op]) -> None:
-    nc = await nats.connect(stack.nats.url)
+    nc = await nats.connect(stack.nats.url_as("operator"))
     conn = await asyncpg.connect(stack.database_url)
     try:
         for op in program:

@@ -11,7 +11,8 @@ import asyncio
 
 from tavern_cli import initialise
 from tavern_cli.endpoints import Endpoints, nats_connection, resolve
-from tavern_cli.rundir import Layout, data_dir_from_env
+from tavern_cli.rundir import Layout, data_dir_from_env, read_servers
+from tavern_runtime.credentials import DB_ROLES, read_credentials
 from tavern_runtime.errors import TavernError
 from tavern_runtime.settings import TavernSettings
 
@@ -28,21 +29,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     initialise.quiet_logging()
-    endpoints = resolve(Layout(data_dir_from_env()), args.nats_url, args.database_url)
+    layout = Layout(data_dir_from_env())
+    endpoints = resolve(layout, args.nats_url, args.database_url)
     try:
-        return asyncio.run(_init(endpoints, bool(args.apply_drift)))
+        roles = initialise.RoleSettings().roles() or _embedded_roles(layout, endpoints)
+        return asyncio.run(_init(endpoints, bool(args.apply_drift), roles))
     except TavernError as exc:
         print(f"tavern init: {exc.message}")
         return 1
 
 
-async def _init(endpoints: Endpoints, apply_drift: bool) -> int:
+def _embedded_roles(layout: Layout, endpoints: Endpoints) -> dict[str, str] | None:
+    """On the Postgres of a running `tavern up`: its generated service roles."""
+    running = read_servers(layout)
+    credentials = read_credentials(layout.root)
+    if running is None or credentials is None or endpoints.database_url != running.database_url:
+        return None
+    return {role: credentials.db_password(role) for role in DB_ROLES}
+
+
+async def _init(endpoints: Endpoints, apply_drift: bool, roles: dict[str, str] | None) -> int:
     settings = TavernSettings()
     async with nats_connection(endpoints) as nc:
         report = await initialise.provision_all(nc, settings.stream_replicas, apply_drift)
     for line in report.lines():
         print(line)
-    migrations = await initialise.migrate_all(endpoints.database_url or _missing_dsn())
+    migrations = await initialise.migrate_all(endpoints.database_url or _missing_dsn(), roles)
     for line in initialise.migration_lines(migrations):
         print(line)
     if not report.ok:

