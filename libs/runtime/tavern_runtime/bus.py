@@ -24,6 +24,8 @@ from nats.js import JetStreamContext
 
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.rpcguard import RpcLimits, is_rpc, rpc_guard
+from tavern_runtime.secretscan import redact_secrets
 from tavern_runtime.settings import TavernSettings
 
 log = get_logger(__name__)
@@ -58,7 +60,7 @@ class ConnectionGuard:
         log.info("nats_reconnected", connection=self.name)
 
     async def error(self, exc: Exception) -> None:
-        log.warning("nats_error", connection=self.name, error=repr(exc))
+        log.warning("nats_error", connection=self.name, error=redact_secrets(repr(exc)))
 
     async def closed(self) -> None:
         if self.closing:
@@ -89,6 +91,10 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
         "drain_timeout": max(1, int(settings.shutdown_grace_s)),
         **guard.callbacks(),
     }
+
+
+def rpc_limits(settings: TavernSettings) -> RpcLimits:
+    return RpcLimits(settings.rpc_max_request_bytes, settings.rpc_deadline_s)
 
 
 def _credentials(settings: TavernSettings) -> dict[str, str]:
@@ -124,7 +130,7 @@ async def connect(
     nc = await nats.connect(
         settings.nats_servers, **connect_options(settings, guard), **_credentials(settings)
     )
-    log.info("nats_connected", connection=name, server=nc.connected_url and nc.connected_url.netloc)
+    log.info("nats_connected", connection=name, server=server_of(nc))
     try:
         require_server_version(nc)
     except ConfigurationError:
@@ -132,6 +138,14 @@ async def connect(
         await nc.close()
         raise
     return NatsConnection(nc, nc.jetstream(timeout=js_timeout), guard)
+
+
+def server_of(nc: Client) -> str | None:
+    """`host:port` of the server `nc` is connected to: never the URL's user or password."""
+    url = nc.connected_url
+    if url is None or url.hostname is None:
+        return None
+    return f"{url.hostname}:{url.port}" if url.port else url.hostname
 
 
 MIN_SERVER = (2, 12)
@@ -191,6 +205,21 @@ async def tolerant_decoder(msg: Any, original: Callable[[Any], Awaitable[Any]]) 
         return msg.body
 
 
+def bounded_decoder(
+    max_rpc_bytes: int,
+) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+    """`tolerant_decoder`, which leaves an RPC request over `max_rpc_bytes` undecoded: the
+    RPC guard refuses it as `too_large` without parsing megabytes first."""
+
+    async def decode(msg: Any, original: Callable[[Any], Awaitable[Any]]) -> Any:
+        subject = str(getattr(msg.raw_message, "subject", ""))
+        if len(msg.body) > max_rpc_bytes and is_rpc(subject, msg.reply_to):
+            return msg.body
+        return await tolerant_decoder(msg, original)
+
+    return decode
+
+
 def build_broker(
     settings: TavernSettings,
     name: str,
@@ -201,6 +230,7 @@ def build_broker(
     """A FastStream broker: nack on error, structlog logger, graceful stop, same connect options.
 
     Streams are provisioned elsewhere: bind subscribers with `JStream(name, declare=False)`.
+    Every `tavern.rpc.>` handler runs inside the RPC guard (`tavern_runtime.rpcguard`).
     """
     guard = ConnectionGuard(name, on_lost)
     security = (
@@ -214,7 +244,8 @@ def build_broker(
         "log_level": logging.DEBUG,  # FastStream's per-message Received/Processed lines
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
-        "decoder": tolerant_decoder,
+        "decoder": bounded_decoder(settings.rpc_max_request_bytes),
+        "middlewares": (rpc_guard(rpc_limits(settings)),),
         **overrides,
     }
     return TavernBroker(settings.nats_servers, guard=guard, **options)

@@ -20,6 +20,7 @@ from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
 from tavern_runtime.provision import ConsumerSpec, durables_of
+from tavern_runtime.rpcguard import unknown_operations
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
 
 SERVICE = LEDGER_SERVICE
@@ -62,6 +63,7 @@ def build_app(settings: LedgerSettings) -> FastStream:
 
     app.after_startup(ledger.start)
     app.after_startup(start_bindings)
+    app.after_startup(unknown_operations(broker, SERVICE))
     app.on_shutdown(ledger.stop)
     app.on_shutdown(bindings.stop)
     return app

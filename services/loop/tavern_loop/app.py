@@ -18,6 +18,7 @@ from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet
 from tavern_runtime.provision import LEASES, ConsumerSpec, durables_of
+from tavern_runtime.rpcguard import unknown_operations
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources
 
 SERVICE = handlers.SERVICE
@@ -52,5 +53,6 @@ def build_app(settings: LoopSettings) -> FastStream:
         await engine.stop(settings.shutdown_grace_s)
 
     app.after_startup(engine.start)
+    app.after_startup(unknown_operations(broker, SERVICE))
     app.on_shutdown(stop_engine)
     return app

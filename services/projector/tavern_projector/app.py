@@ -22,6 +22,7 @@ from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
 from tavern_runtime.provision import ConsumerSpec, durables_of
+from tavern_runtime.rpcguard import unknown_operations
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
 
 SERVICE = handlers.SERVICE
@@ -50,7 +51,7 @@ def build_app(settings: ProjectorSettings) -> FastStream:
         broker,
         context=context,
         lifespan=_lifespan(settings, resources, core),
-        after_startup=[core.start_consumers],
+        after_startup=[core.start_consumers, unknown_operations(broker, SERVICE)],
         on_shutdown=[core.stop_consumers],
         logger=get_logger("faststream"),
         specification=AsyncAPI(title="tavern-projector", version=handlers.VERSION),
