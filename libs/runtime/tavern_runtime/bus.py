@@ -93,8 +93,9 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
     }
 
 
-def rpc_limits(settings: TavernSettings) -> RpcLimits:
-    return RpcLimits(settings.rpc_max_request_bytes, settings.rpc_deadline_s)
+def rpc_limits(settings: TavernSettings, deadline_s: float | None = None) -> RpcLimits:
+    """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming)."""
+    return RpcLimits(settings.rpc_max_request_bytes, deadline_s or settings.rpc_deadline_s)
 
 
 def _credentials(settings: TavernSettings) -> dict[str, str]:
@@ -225,12 +226,14 @@ def build_broker(
     name: str,
     *,
     on_lost: Callable[[], None] = exit_process,
+    rpc_deadline_s: float | None = None,
     **overrides: Any,
 ) -> TavernBroker:
     """A FastStream broker: nack on error, structlog logger, graceful stop, same connect options.
 
     Streams are provisioned elsewhere: bind subscribers with `JStream(name, declare=False)`.
-    Every `tavern.rpc.>` handler runs inside the RPC guard (`tavern_runtime.rpcguard`).
+    Every `tavern.rpc.>` handler runs inside the RPC guard (`tavern_runtime.rpcguard`), with
+    the shared limits or a service's own `rpc_deadline_s`.
     """
     guard = ConnectionGuard(name, on_lost)
     security = (
@@ -245,7 +248,7 @@ def build_broker(
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
         "decoder": bounded_decoder(settings.rpc_max_request_bytes),
-        "middlewares": (rpc_guard(rpc_limits(settings)),),
+        "middlewares": (rpc_guard(rpc_limits(settings, rpc_deadline_s)),),
         **overrides,
     }
     return TavernBroker(settings.nats_servers, guard=guard, **options)

@@ -41,7 +41,7 @@ def migrations() -> MigrationSet:
 def build_app(settings: ConsolidatorSettings, llm: LLMConfig | None = None) -> FastStream:
     """The only wiring of the service; opens nothing until the app starts. The model comes
     from `TAVERN_LLM_*` unless `llm` is given."""
-    broker = build_broker(settings, SERVICE)
+    broker = build_broker(settings, SERVICE, rpc_deadline_s=settings.consolidator_rpc_deadline_s)
     handlers.register(broker)
     resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
     service = consolidator.Consolidator(settings, resources, broker, llm or LLMConfig())
