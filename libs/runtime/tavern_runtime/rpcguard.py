@@ -4,22 +4,20 @@ hold, bounded nesting, a deadline, and an answer in the common error model whate
 A broker middleware (`rpc_guard`) wraps each request/reply handler on `tavern.rpc.>`, so a
 request that reaches a service is answered: a hostile body is refused before the handler runs,
 a handler that raises or outlives the deadline still answers, and an error reply a handler
-built itself is brought into the model. `answer_unknown` answers operations nobody serves.
+built itself is brought into the model. `tavern_runtime.unknownops` answers operations nobody
+serves.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from faststream import BaseMiddleware
 from faststream.exceptions import HandlerException
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 
 from tavern_events.replies import ERROR_CODES, RETRYABLE, error_reply
 from tavern_runtime import pgerrors
@@ -199,49 +197,3 @@ def rpc_guard(limits: RpcLimits) -> Callable[..., BaseMiddleware]:
         return _Guard(msg, context=context, limits=limits)
 
     return build
-
-
-# --- operations nobody serves ---------------------------------------------------------------------
-
-
-async def answer_unknown(nc: Client, service: str, known: Iterable[str]) -> None:
-    """Answer requests under `tavern.rpc.<service>.` whose subject no handler serves with a
-    `not_found` error (else a caller could not tell a wrong name from a service that is down).
-
-    One plain subscription in its own queue group: it sees each request once per service and
-    lets known subjects pass without a reply."""
-    prefix = f"{RPC_PREFIX}{service}."
-    served = frozenset(known)
-    listed = sorted(s.removeprefix(prefix) for s in served)
-
-    async def on_request(msg: Msg) -> None:
-        if msg.subject in served or not msg.reply:
-            return
-        log.info("rpc_unknown_operation", subject=msg.subject)
-        reply = error_reply("not_found", f"no operation {msg.subject}", operations=listed)
-        await nc.publish(msg.reply, json.dumps(reply).encode())
-
-    await nc.subscribe(f"{prefix}>", queue=f"{service}-rpc-unknown", cb=on_request)
-
-
-def served_subjects(subscribers: Iterable[Any], service: str) -> list[str]:
-    """The RPC subjects of `service` that the broker's subscribers serve."""
-    prefix = f"{RPC_PREFIX}{service}."
-    found = (_subject_of(s) for s in subscribers)
-    return [s for s in found if s.startswith(prefix)]
-
-
-def _subject_of(subscriber: Any) -> str:
-    subject = getattr(subscriber, "subject", None)
-    return str(getattr(subject, "broker_address", subject) or "")
-
-
-def unknown_operations(broker: Any, service: str) -> Callable[[], Awaitable[None]]:
-    """An `after_startup` hook: `answer_unknown` for the subjects `broker` serves by then."""
-
-    async def start() -> None:
-        await answer_unknown(
-            broker.connection, service, served_subjects(broker.subscribers, service)
-        )
-
-    return start

@@ -19,8 +19,8 @@ from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
 from tavern_runtime.provision import ConsumerSpec, durables_of
-from tavern_runtime.rpcguard import unknown_operations
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
+from tavern_runtime.unknownops import UnknownOperations
 
 SERVICE = consolidator.SERVICE
 SCHEMA = "consolidator"
@@ -59,6 +59,8 @@ def build_app(settings: ConsolidatorSettings, llm: LLMConfig | None = None) -> F
         specification=AsyncAPI(title="tavern-consolidator", version=handlers.VERSION),
     )
     app.after_startup(service.start)
-    app.after_startup(unknown_operations(broker, SERVICE))
+    unknown = UnknownOperations(broker, SERVICE, settings)
+    app.after_startup(unknown.start)
+    app.on_shutdown(unknown.stop)
     app.on_shutdown(service.stop)
     return app
