@@ -18,6 +18,7 @@ from typing import Any
 
 from faststream import BaseMiddleware
 from faststream.exceptions import HandlerException
+from pydantic import ValidationError
 
 from tavern_events.replies import ERROR_CODES, RETRYABLE, error_reply
 from tavern_runtime import pgerrors
@@ -116,6 +117,11 @@ def failure_reply(exc: BaseException) -> Reply:
     translated = pgerrors.classify(exc)
     if translated is not None:
         return translated.as_reply()
+    if isinstance(exc, ValidationError):  # a handler's typed body that does not validate
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        return error_reply("invalid", problems or "the request does not validate")
     if isinstance(exc, TimeoutError):
         return error_reply("timeout", "the operation did not finish in time")
     if isinstance(exc, UnicodeError):
