@@ -41,9 +41,22 @@ _TRACEBACKS = structlog.processors.ExceptionRenderer(
 """structlog's `dict_tracebacks` without the locals of every frame."""
 
 
+_OWN_KEYS = frozenset(
+    {
+        *("event", "level", "timestamp", "logger", "service", "session_id", "turn", "step"),
+        *("event_id", "event_type", "stream_seq", "consumer", "op", "operation", "outcome"),
+        *("code", "connection"),
+    }
+)
+"""Keys whose values are the code's own names and validated ids (STYLE.md's fixed keys, an
+operation, an outcome): nothing to scrub, and the scan of every value costs ~1 us."""
+
+
 def _scrub(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Credentials out of the rendered text: string values, and exception texts."""
     for key, value in event_dict.items():
+        if key in _OWN_KEYS:
+            continue
         if isinstance(value, str):
             event_dict[key] = redact_secrets(value)
         elif key == "exception" and isinstance(value, list):

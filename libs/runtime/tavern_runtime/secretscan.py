@@ -173,10 +173,17 @@ def redact_secrets(text: str) -> str:
     When only the normalised form shows a secret (full-width letters, zero-width joiners), the
     normalised text is redacted and returned instead.
     """
-    if not text or not find_secrets(text):
+    if not text or (_plain(text) and not SECRET_PREFILTER.search(text)):
+        return text  # the common case of a log value: one scan
+    if not find_secrets(text):
         return text
     redacted = _redact_matches(text)
     return _redact_matches(normalise(redacted)) if find_secrets(redacted) else redacted
+
+
+def _plain(text: str) -> bool:
+    """Printable ASCII without double spaces: its own normalised form."""
+    return text.isascii() and text.isprintable() and "  " not in text
 
 
 def _redact_matches(text: str) -> str:
