@@ -29,7 +29,8 @@ log = get_logger(__name__)
 
 RPC_PREFIX = "tavern.rpc."
 MAX_DEPTH = 64
-"""Deepest nesting of arrays and objects a request may have (no request of ours needs 10)."""
+"""Deepest nesting of arrays and objects a request may have (JSON values such as a variable's
+may nest; far less than this is ever needed)."""
 Reply = dict[str, Any]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -111,7 +112,8 @@ def check_body(body: Any, raw: bytes, limits: RpcLimits) -> Reply | None:
 
 
 def failure_reply(exc: BaseException) -> Reply:
-    """Any failure of a handler as a reply of the model; driver errors by what they mean."""
+    """Any failure of a handler as a reply of the model; driver errors by what they mean (a
+    `TimeoutError` or `OSError` inside a handler is a dependency away: `unavailable`)."""
     if isinstance(exc, TavernError):
         return exc.as_reply()
     translated = pgerrors.classify(exc)
@@ -122,8 +124,6 @@ def failure_reply(exc: BaseException) -> Reply:
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
         )
         return error_reply("invalid", problems or "the request does not validate")
-    if isinstance(exc, TimeoutError):
-        return error_reply("timeout", "the operation did not finish in time")
     if isinstance(exc, UnicodeError):
         return error_reply("invalid", "the request holds text that is not valid Unicode")
     if isinstance(exc, RecursionError):
@@ -177,17 +177,18 @@ class _Guard(BaseMiddleware):
         return normalised(await self._run(call_next, msg, subject))
 
     async def _run(self, call_next: Callable[[Any], Awaitable[Any]], msg: Any, subject: str) -> Any:
+        deadline = asyncio.timeout(self.limits.deadline_s)
         try:
-            async with asyncio.timeout(self.limits.deadline_s):
+            async with deadline:
                 return await call_next(msg)
         except HandlerException:
             raise
-        except TimeoutError:
-            log.warning("rpc_deadline_exceeded", subject=subject, deadline_s=self.limits.deadline_s)
-            return error_reply(
-                "timeout", f"{subject} did not finish within {self.limits.deadline_s}s"
-            )
         except Exception as exc:  # an RPC answers; the trace goes to the log, not the caller
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                log.warning("rpc_deadline_exceeded", subject=subject, s=self.limits.deadline_s)
+                return error_reply(
+                    "timeout", f"{subject} did not finish within {self.limits.deadline_s}s"
+                )
             reply = failure_reply(exc)
             if reply["error"]["code"] == "internal":
                 log.exception("rpc_failed", subject=subject, error=type(exc).__name__)
