@@ -53,6 +53,12 @@ _REJECTED = (
 )
 
 
+_AWAY = (
+    asyncpg.OperatorInterventionError,  # class 57: the server shuts down, a query is cancelled
+    asyncpg.InsufficientResourcesError,  # class 53: disk full, out of memory, too many connections
+)
+
+
 def classify(exc: BaseException) -> TavernError | None:
     """A driver exception as the shared error it means (data errors are permanent, never
     "try again"); `None` for anything that is not a database error."""
@@ -62,11 +68,9 @@ def classify(exc: BaseException) -> TavernError | None:
         return StoreConflict(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, _REJECTED):
         return StoreRejected(_rejected_message(exc))
-    if isinstance(exc, _TRANSIENT):
+    if isinstance(exc, (*_TRANSIENT, *_AWAY)):
         return StoreUnavailable(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, asyncpg.PostgresError):  # anything else the server says: not "retry"
-        return StoreRejected(f"{type(exc).__name__}: {exc}")
-    return None
+    return None  # a syntax error, a missing table: a bug of ours, `internal`
 
 
 def _rejected_message(exc: BaseException) -> str:

@@ -85,7 +85,9 @@ def _postgres_error(cls: type[asyncpg.PostgresError], message: str) -> asyncpg.P
         (_postgres_error(asyncpg.TooManyConnectionsError, "full"), "unavailable", True),
         (ConnectionRefusedError("refused"), "unavailable", True),
         (TimeoutError(), "unavailable", True),
-        (_postgres_error(asyncpg.UndefinedTableError, "no table"), "invalid", False),
+        (_postgres_error(asyncpg.AdminShutdownError, "shutting down"), "unavailable", True),
+        (_postgres_error(asyncpg.DiskFullError, "disk full"), "unavailable", True),
+        (_postgres_error(asyncpg.UndefinedTableError, "no table"), "internal", False),
     ],
 )
 def test_database_errors_are_data_errors_or_unavailable_by_what_they_mean(
