@@ -29,6 +29,15 @@ ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
 RETRYABLE: frozenset[str] = frozenset({"rate_limited", "unavailable", "timeout"})
 """Codes whose requests may succeed unchanged later, unless the error says otherwise."""
 
+TIMEOUT_HEADER = "Tavern-Timeout-Ms"
+"""Request header: how long the caller waits for the reply, in milliseconds. A service answers
+`timeout` before then rather than let the caller's wait run out in silence."""
+
+
+def timeout_headers(timeout_s: float) -> dict[str, str]:
+    """The headers that tell a service how long the caller waits."""
+    return {TIMEOUT_HEADER: str(max(1, round(timeout_s * 1000)))}
+
 
 class ErrorBody(BaseModel):
     """What went wrong; details beyond the three fields ride along as extra keys."""

@@ -20,7 +20,7 @@ from faststream import BaseMiddleware
 from faststream.exceptions import HandlerException
 from pydantic import ValidationError
 
-from tavern_events.replies import ERROR_CODES, RETRYABLE, error_reply
+from tavern_events.replies import ERROR_CODES, RETRYABLE, TIMEOUT_HEADER, error_reply
 from tavern_runtime import pgerrors
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
@@ -108,6 +108,22 @@ def check_body(body: Any, raw: bytes, limits: RpcLimits) -> Reply | None:
     return error_reply("invalid", problem) if problem else None
 
 
+CALLER_SHARE = 0.8
+"""Of the time the caller waits, what the handler may use: the rest carries the reply back."""
+
+
+def deadline_s(headers: Any, limits: RpcLimits) -> float:
+    """The service's deadline, or less when the caller said it waits less (`TIMEOUT_HEADER`)."""
+    raw = headers.get(TIMEOUT_HEADER) if isinstance(headers, dict) else None
+    try:
+        waits = float(raw) / 1000 if raw is not None else None
+    except ValueError:
+        waits = None
+    if waits is None or waits <= 0:
+        return limits.deadline_s
+    return min(limits.deadline_s, waits * CALLER_SHARE)
+
+
 # --- failures as replies --------------------------------------------------------------------------
 
 
@@ -177,7 +193,8 @@ class _Guard(BaseMiddleware):
         return normalised(await self._run(call_next, msg, subject))
 
     async def _run(self, call_next: Callable[[Any], Awaitable[Any]], msg: Any, subject: str) -> Any:
-        deadline = asyncio.timeout(self.limits.deadline_s)
+        seconds = deadline_s(msg.headers, self.limits)
+        deadline = asyncio.timeout(seconds)
         try:
             async with deadline:
                 return await call_next(msg)
@@ -185,10 +202,8 @@ class _Guard(BaseMiddleware):
             raise
         except Exception as exc:  # an RPC answers; the trace goes to the log, not the caller
             if isinstance(exc, TimeoutError) and deadline.expired():
-                log.warning("rpc_deadline_exceeded", subject=subject, s=self.limits.deadline_s)
-                return error_reply(
-                    "timeout", f"{subject} did not finish within {self.limits.deadline_s}s"
-                )
+                log.warning("rpc_deadline_exceeded", subject=subject, s=seconds)
+                return error_reply("timeout", f"{subject} did not finish within {seconds:.3g}s")
             reply = failure_reply(exc)
             if reply["error"]["code"] == "internal":
                 log.exception("rpc_failed", subject=subject, error=type(exc).__name__)

@@ -16,7 +16,7 @@ from nats.aio.client import Client
 from tavern_consolidator.domain.records import Proposed
 from tavern_consolidator.errors import LedgerRefused, LedgerUnavailable
 from tavern_events import subjects
-from tavern_events.replies import ErrorBody, error_of
+from tavern_events.replies import ErrorBody, error_of, timeout_headers
 
 TIMEOUT_S = 10.0
 RATE_LIMIT_WAITS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 2.0)
@@ -42,7 +42,12 @@ class LedgerClient:
     async def _request(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps({"actor": ACTOR, **body}, ensure_ascii=False, default=str).encode()
         try:
-            msg = await self._nc().request(subjects.rpc("ledger", op), data, timeout=self._timeout)
+            msg = await self._nc().request(
+                subjects.rpc("ledger", op),
+                data,
+                timeout=self._timeout,
+                headers=timeout_headers(self._timeout),
+            )
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError) as exc:
             raise LedgerUnavailable(f"{op}: {type(exc).__name__}") from exc
         except nats.errors.Error as exc:

@@ -22,7 +22,7 @@ from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from tavern_events.ids import new_id
-from tavern_events.replies import error_reply
+from tavern_events.replies import error_reply, timeout_headers
 from tavern_loop.config import LoopSettings, loop_options
 from tavern_loop.dispatch import DURABLE, Dispatcher
 from tavern_loop.domain.guard import RepeatGuard
@@ -172,7 +172,10 @@ class LoopEngine:
         assert self._conn is not None
         try:
             reply = await self._conn.nc.request(
-                subject, json.dumps(payload).encode(), timeout=timeout
+                subject,
+                json.dumps(payload).encode(),
+                timeout=timeout,
+                headers=timeout_headers(timeout),
             )
         except NoRespondersError:
             return error_reply("unavailable", f"no service answers {subject}")

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from pydantic import BaseModel
 
-from tavern_events.replies import ErrorReply
+from tavern_events.replies import ErrorReply, timeout_headers
 from tavern_runtime.bus import NatsConnection, build_broker
 from tavern_runtime.settings import TavernSettings
 from tavern_runtime.unknownops import UnknownOperations
@@ -98,6 +98,17 @@ async def test_a_handler_that_hangs_is_answered_timeout_at_the_deadline(
     started = asyncio.get_running_loop().time()
     assert _code(await _ask(served, "slow")) == ("timeout", True)
     assert asyncio.get_running_loop().time() - started < 2
+
+
+async def test_a_caller_that_waits_less_is_answered_timeout_before_its_wait_ends(
+    served: NatsConnection,
+) -> None:
+    started = asyncio.get_running_loop().time()
+    msg = await served.nc.request(
+        f"tavern.rpc.{SERVICE}.slow", b"{}", timeout=0.3, headers=timeout_headers(0.3)
+    )
+    assert _code(json.loads(msg.data)) == ("timeout", True)
+    assert asyncio.get_running_loop().time() - started < 0.3
 
 
 async def test_driver_errors_are_answered_by_what_they_mean(served: NatsConnection) -> None:

@@ -179,3 +179,20 @@ def test_a_handlers_own_error_reply_is_brought_into_the_model(
 def test_a_result_is_passed_on_untouched() -> None:
     result = {"hits": [], "error_count": 0}
     assert normalised(result) is result
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({}, 25.0),
+        (None, 25.0),
+        ({"Tavern-Timeout-Ms": "5000"}, 4.0),
+        ({"Tavern-Timeout-Ms": "60000"}, 25.0),
+        ({"Tavern-Timeout-Ms": "soon"}, 25.0),
+        ({"Tavern-Timeout-Ms": "-1"}, 25.0),
+    ],
+)
+def test_the_deadline_is_the_services_or_less_when_the_caller_waits_less(
+    headers: dict[str, str] | None, seconds: float
+) -> None:
+    assert rpcguard.deadline_s(headers, RpcLimits(deadline_s=25.0)) == pytest.approx(seconds)
