@@ -19,6 +19,7 @@ from tavern_cli.rundir import Layout, read_servers
 from tavern_runtime.bus import login_options
 from tavern_runtime.credentials import read_credentials
 from tavern_runtime.errors import ConfigurationError
+from tavern_runtime.secretscan import redact_url
 from tavern_runtime.settings import TavernSettings
 
 CONNECT_TIMEOUT_S = 3
@@ -108,7 +109,7 @@ async def nats_connection(endpoints: Endpoints) -> AsyncIterator[Client]:
         )
     except Exception as exc:  # any failure to connect is reported the same way
         raise ConfigurationError(
-            f"cannot reach NATS at {endpoints.nats_url}: "
+            f"cannot reach NATS at {redact_url(endpoints.nats_url)}: "
             f"{str(exc).removeprefix('nats: ') or type(exc).__name__}"
         ) from None
     try:

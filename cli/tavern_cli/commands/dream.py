@@ -24,6 +24,7 @@ from nats.aio.client import Client
 from tavern_cli.endpoints import nats_connection, resolve
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events import subjects
+from tavern_events.replies import timeout_headers
 from tavern_runtime.errors import ConfigurationError
 
 TIMEOUT_S = 120.0
@@ -44,7 +45,10 @@ class ConsolidatorClient:
     async def call(self, operation: str, /, **body: Any) -> dict[str, Any]:
         payload = {k: v for k, v in {"actor": self._actor, **body}.items() if v is not None}
         reply = await self._nc.request(
-            subjects.rpc("consolidator", operation), json.dumps(payload).encode(), timeout=TIMEOUT_S
+            subjects.rpc("consolidator", operation),
+            json.dumps(payload).encode(),
+            timeout=TIMEOUT_S,
+            headers=timeout_headers(TIMEOUT_S),
         )
         found: dict[str, Any] = json.loads(reply.data)
         if "error" in found:

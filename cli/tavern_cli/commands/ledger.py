@@ -28,6 +28,7 @@ from nats.aio.client import Client
 from tavern_cli.endpoints import nats_connection, resolve
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events import subjects
+from tavern_events.replies import timeout_headers
 from tavern_runtime.errors import ConfigurationError
 
 TRANSITIONS = ("release", "quarantine", "redact", "delete", "rollback")
@@ -128,7 +129,10 @@ class LedgerClient:
         payload = {"actor": self._actor, "reason": self._reason, **body}
         clean = {k: v for k, v in payload.items() if v is not None}
         reply = await self._nc.request(
-            subjects.rpc("ledger", operation), json.dumps(clean).encode(), timeout=TIMEOUT_S
+            subjects.rpc("ledger", operation),
+            json.dumps(clean).encode(),
+            timeout=TIMEOUT_S,
+            headers=timeout_headers(TIMEOUT_S),
         )
         found: dict[str, Any] = json.loads(reply.data)
         if "error" in found:

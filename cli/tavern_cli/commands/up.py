@@ -34,6 +34,7 @@ from tavern_runtime import pg
 from tavern_runtime.credentials import Credentials, load_or_create, private_dir
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from tavern_runtime.errors import ConfigurationError, TavernError
+from tavern_runtime.secretscan import redact_url
 from tavern_runtime.settings import TavernSettings
 
 READY_TIMEOUT_S = 60.0
@@ -290,7 +291,7 @@ def _banner(layout: Layout, servers: Servers, out: Printer) -> None:
     monitor = servers.nats_monitor_url
     nats_note = f" (embedded, monitor {monitor})" if monitor else ""
     out.say("AgentTavern is starting")
-    out.say(f"  NATS      {servers.nats_url}{nats_note}")
+    out.say(f"  NATS      {redact_url(servers.nats_url)}{nats_note}")
     out.say(f"  Postgres  {pg.describe_dsn(servers.database_url)}")
     out.say(f"  data dir  {layout.root}")
     out.say(f"  services  {', '.join(s.name for s in catalog.SERVICES)}")

@@ -25,6 +25,8 @@ from nats.js import JetStreamContext
 
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.rpcguard import RpcLimits, is_rpc, rpc_guard
+from tavern_runtime.secretscan import redact_secrets
 from tavern_runtime.settings import TavernSettings
 
 log = get_logger(__name__)
@@ -59,7 +61,7 @@ class ConnectionGuard:
         log.info("nats_reconnected", connection=self.name)
 
     async def error(self, exc: Exception) -> None:
-        log.warning("nats_error", connection=self.name, error=repr(exc))
+        log.warning("nats_error", connection=self.name, error=redact_secrets(repr(exc)))
 
     async def closed(self) -> None:
         if self.closing:
@@ -90,6 +92,11 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
         "drain_timeout": max(1, int(settings.shutdown_grace_s)),
         **guard.callbacks(),
     }
+
+
+def rpc_limits(settings: TavernSettings, deadline_s: float | None = None) -> RpcLimits:
+    """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming)."""
+    return RpcLimits(settings.rpc_max_request_bytes, deadline_s or settings.rpc_deadline_s)
 
 
 INBOX = "_INBOX"
@@ -158,7 +165,7 @@ async def connect(
     nc = await nats.connect(
         settings.nats_servers, **connect_options(settings, guard), **_credentials(settings)
     )
-    log.info("nats_connected", connection=name, server=nc.connected_url and nc.connected_url.netloc)
+    log.info("nats_connected", connection=name, server=server_of(nc))
     try:
         require_server_version(nc)
     except ConfigurationError:
@@ -166,6 +173,14 @@ async def connect(
         await nc.close()
         raise
     return NatsConnection(nc, nc.jetstream(timeout=js_timeout), guard)
+
+
+def server_of(nc: Client) -> str | None:
+    """`host:port` of the server `nc` is connected to: never the URL's user or password."""
+    url = nc.connected_url
+    if url is None or url.hostname is None:
+        return None
+    return f"{url.hostname}:{url.port}" if url.port else url.hostname
 
 
 MIN_SERVER = (2, 12)
@@ -225,16 +240,34 @@ async def tolerant_decoder(msg: Any, original: Callable[[Any], Awaitable[Any]]) 
         return msg.body
 
 
+def bounded_decoder(
+    max_rpc_bytes: int,
+) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+    """`tolerant_decoder`, which leaves an RPC request over `max_rpc_bytes` undecoded: the
+    RPC guard refuses it as `too_large` without parsing megabytes first."""
+
+    async def decode(msg: Any, original: Callable[[Any], Awaitable[Any]]) -> Any:
+        subject = str(getattr(msg.raw_message, "subject", ""))
+        if len(msg.body) > max_rpc_bytes and is_rpc(subject, msg.reply_to):
+            return msg.body
+        return await tolerant_decoder(msg, original)
+
+    return decode
+
+
 def build_broker(
     settings: TavernSettings,
     name: str,
     *,
     on_lost: Callable[[], None] = exit_process,
+    rpc_deadline_s: float | None = None,
     **overrides: Any,
 ) -> TavernBroker:
     """A FastStream broker: nack on error, structlog logger, graceful stop, same connect options.
 
     Streams are provisioned elsewhere: bind subscribers with `JStream(name, declare=False)`.
+    Every `tavern.rpc.>` handler runs inside the RPC guard (`tavern_runtime.rpcguard`), with
+    the shared limits or a service's own `rpc_deadline_s`.
     """
     guard = ConnectionGuard(name, on_lost)
     security = (
@@ -249,7 +282,8 @@ def build_broker(
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
         "inbox_prefix": inbox_prefix_of(login_user(settings)),
-        "decoder": tolerant_decoder,
+        "decoder": bounded_decoder(settings.rpc_max_request_bytes),
+        "middlewares": (rpc_guard(rpc_limits(settings, rpc_deadline_s)),),
         **overrides,
     }
     return TavernBroker(settings.nats_servers, guard=guard, **options)

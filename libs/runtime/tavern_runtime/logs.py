@@ -1,4 +1,8 @@
-"""structlog, configured once per process: JSON in production, console on a TTY."""
+"""structlog, configured once per process: JSON in production, console on a TTY.
+
+Tracebacks never carry frame locals (a connect call's locals hold the NATS password), and the
+text of every event passes the credential patterns of `tavern_runtime.secretscan`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,9 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
+import structlog.tracebacks
+
+from tavern_runtime.secretscan import redact_secrets
 
 _FASTSTREAM_NOISE = ("is being executed", "callback for Task")
 
@@ -28,6 +35,43 @@ def _flatten_extra(
     return event_dict
 
 
+_TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
+"""structlog's `dict_tracebacks` without the locals of every frame."""
+
+
+_OWN_KEYS = frozenset(
+    {
+        *("event", "level", "timestamp", "logger", "service", "session_id", "turn", "step"),
+        *("event_id", "event_type", "stream_seq", "consumer", "op", "operation", "outcome"),
+        *("code", "connection"),
+    }
+)
+"""Keys whose values are the code's own names and validated ids (STYLE.md's fixed keys, an
+operation, an outcome): nothing to scrub, and the scan of every value costs ~1 us."""
+
+
+def _scrub(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Credentials out of the rendered text: string values, and exception texts."""
+    for key, value in event_dict.items():
+        if key in _OWN_KEYS:
+            continue
+        if isinstance(value, str):
+            event_dict[key] = redact_secrets(value)
+        elif key == "exception" and isinstance(value, list):
+            event_dict[key] = [_scrub_frame(v) for v in value]
+    return event_dict
+
+
+def _scrub_frame(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _scrub_frame(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_frame(v) for v in value]
+    return redact_secrets(value) if isinstance(value, str) else value
+
+
 def configure_logging(service: str, level: str = "INFO", fmt: str = "auto") -> None:
     """Configure structlog and route stdlib logging through it. Idempotent."""
     json_out = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -46,9 +90,8 @@ def configure_logging(service: str, level: str = "INFO", fmt: str = "auto") -> N
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
-            structlog.processors.dict_tracebacks
-            if json_out
-            else structlog.processors.format_exc_info,
+            _TRACEBACKS if json_out else structlog.processors.format_exc_info,
+            _scrub,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

@@ -28,7 +28,7 @@ LOCK_NAMESPACE = 0x7A7E  # first key of the two-key advisory lock; the second is
 class MigrationError(ConfigurationError):
     """The migrations on disk and the ones applied to the database disagree."""
 
-    code = "migration"
+    reason = "migration"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ PING_TIMEOUT_S = 2.0
 class DatabaseUnavailable(TransientError):
     """Postgres cannot be reached or refused the connection."""
 
-    code = "database_unavailable"
+    code = "unavailable"
+    reason = "database_unavailable"
 
 
 def describe_dsn(dsn: str) -> str:

@@ -1,6 +1,6 @@
 """The envelope shared by the services' RPCs: a size limit, parsing into a pydantic model with a
-readable error, and an answer that is the result or `{"error": {code, message}}`, never a trace,
-with one log line per call."""
+readable error, and an answer that is the result or `{"error": {code, message, retryable}}`
+(`tavern_events.replies`), never a trace, with one log line per call."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from tavern_runtime.errors import PermanentError, TavernError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.rpcguard import failure_reply
 
 log = get_logger(__name__)
 
@@ -22,7 +23,7 @@ Reply = dict[str, Any]
 class RequestInvalid(PermanentError):
     """A malformed request: not JSON, or missing or ill-typed fields."""
 
-    code = "invalid_request"
+    code = "invalid"
 
 
 class RequestTooLarge(PermanentError):
@@ -52,10 +53,14 @@ async def answer(op: str, work: Callable[[], Awaitable[Reply]]) -> Reply:
     try:
         reply = await work()
     except TavernError as exc:
-        log.info("rpc_refused", op=op, code=exc.code, error=exc.message)
-        return {"error": exc.as_dict()}
+        log.info("rpc_refused", op=op, code=exc.reply_code(), error=exc.message)
+        return exc.as_reply()
     except Exception as exc:  # an RPC answers; the trace goes to the log, not the caller
-        log.exception("rpc_failed", op=op, error=repr(exc))
-        return {"error": {"code": "internal", "message": "internal error"}}
+        reply = failure_reply(exc)
+        if reply["error"]["code"] == "internal":
+            log.exception("rpc_failed", op=op, error=type(exc).__name__)
+        else:
+            log.info("rpc_refused", op=op, code=reply["error"]["code"], error=type(exc).__name__)
+        return reply
     log.info("rpc_served", op=op, ms=round((time.perf_counter() - started) * 1000, 2))
     return reply

@@ -38,6 +38,17 @@ class TavernSettings(BaseSettings):
         description="0 = pick a free port (written to <data_dir>/run/<service>.health)",
     )
     shutdown_grace_s: float = 15.0
+    rpc_max_request_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="largest RPC request a service reads; bigger ones get a `too_large` error",
+    )
+    rpc_deadline_s: float = Field(
+        default=25.0,
+        gt=0,
+        description="longest an RPC handler may run before the caller gets a `timeout` error",
+    )
 
     @property
     def nats_servers(self) -> list[str]:

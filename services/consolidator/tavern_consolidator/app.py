@@ -20,6 +20,7 @@ from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
 from tavern_runtime.provision import ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
+from tavern_runtime.unknownops import UnknownOperations
 
 SERVICE = consolidator.SERVICE
 SCHEMA = "consolidator"
@@ -40,7 +41,7 @@ def migrations() -> MigrationSet:
 def build_app(settings: ConsolidatorSettings, llm: LLMConfig | None = None) -> FastStream:
     """The only wiring of the service; opens nothing until the app starts. The model comes
     from `TAVERN_LLM_*` unless `llm` is given."""
-    broker = build_broker(settings, SERVICE)
+    broker = build_broker(settings, SERVICE, rpc_deadline_s=settings.consolidator_rpc_deadline_s)
     handlers.register(broker)
     resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
     service = consolidator.Consolidator(settings, resources, broker, llm or LLMConfig())
@@ -58,5 +59,8 @@ def build_app(settings: ConsolidatorSettings, llm: LLMConfig | None = None) -> F
         specification=AsyncAPI(title="tavern-consolidator", version=handlers.VERSION),
     )
     app.after_startup(service.start)
+    unknown = UnknownOperations(broker, SERVICE, settings)
+    app.after_startup(unknown.start)
+    app.on_shutdown(unknown.stop)
     app.on_shutdown(service.stop)
     return app

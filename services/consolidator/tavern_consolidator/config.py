@@ -18,6 +18,12 @@ class ConsolidatorSettings(TavernSettings):
     consolidator_pool_max: int = Field(
         default=10, ge=1, le=200, description="Postgres connections of one process"
     )
+    consolidator_rpc_deadline_s: float = Field(
+        default=110.0,
+        gt=0,
+        description="longest a consolidator RPC may run (a dream or a distillation calls the "
+        "model; `tavern dream` waits 120 s) before the caller gets a `timeout` error",
+    )
     # distillation throttle (acp.md §12)
     consolidator_min_evidence: int = Field(
         default=10, ge=1, description="undigested evidence of a scope that triggers a batch"

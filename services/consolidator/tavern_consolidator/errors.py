@@ -18,10 +18,11 @@ class NotFound(PermanentError):
 class LedgerRefused(PermanentError):
     """The ledger answered a request with an error that retrying cannot fix."""
 
-    code = "ledger_refused"
+    reason = "ledger_refused"
 
 
 class LedgerUnavailable(TransientError):
     """No ledger answered (or it asked us to slow down): try the same work again later."""
 
-    code = "ledger_unavailable"
+    code = "unavailable"
+    reason = "ledger_unavailable"

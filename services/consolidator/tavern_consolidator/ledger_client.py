@@ -16,6 +16,7 @@ from nats.aio.client import Client
 from tavern_consolidator.domain.records import Proposed
 from tavern_consolidator.errors import LedgerRefused, LedgerUnavailable
 from tavern_events import subjects
+from tavern_events.replies import ErrorBody, error_of, timeout_headers
 
 TIMEOUT_S = 10.0
 RATE_LIMIT_WAITS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 2.0)
@@ -41,7 +42,12 @@ class LedgerClient:
     async def _request(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps({"actor": ACTOR, **body}, ensure_ascii=False, default=str).encode()
         try:
-            msg = await self._nc().request(subjects.rpc("ledger", op), data, timeout=self._timeout)
+            msg = await self._nc().request(
+                subjects.rpc("ledger", op),
+                data,
+                timeout=self._timeout,
+                headers=timeout_headers(self._timeout),
+            )
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError) as exc:
             raise LedgerUnavailable(f"{op}: {type(exc).__name__}") from exc
         except nats.errors.Error as exc:
@@ -70,8 +76,11 @@ class LedgerClient:
         )
 
 
-def _refusal(op: str, error: dict[str, Any]) -> Exception:
-    code, message = error.get("code", "error"), error.get("message", "")
-    if code in ("store_unavailable", "internal", "rate_limited", "store_conflict"):
-        return LedgerUnavailable(f"{op}: {code}: {message}")
-    return LedgerRefused(f"{op}: {code}: {message}", ledger_code=code)
+def _refusal(op: str, raw: dict[str, Any]) -> Exception:
+    """A ledger error (`tavern_events.replies`): one that may pass (retryable, or a bug on the
+    ledger's side) is unavailable, the work is tried again later; else a refusal."""
+    error = error_of({"error": raw}) or ErrorBody(code="internal", message="", retryable=True)
+    text = f"{op}: {error.code}: {error.message}"
+    if error.retryable or error.code == "internal":
+        return LedgerUnavailable(text)
+    return LedgerRefused(text, ledger_code=error.code)

@@ -10,6 +10,7 @@ from contextlib import aclosing
 from tavern_consolidator.domain.distil import Attempt, Rejected, parse
 from tavern_loop.providers import ChatRequest, FinalMessage, ProviderError, ProviderRouter
 from tavern_runtime.logs import get_logger
+from tavern_runtime.secretscan import redact_secrets
 
 log = get_logger(__name__)
 
@@ -37,7 +38,7 @@ class Model:
             final = await asyncio.wait_for(self._complete(messages), self._timeout)
         except ProviderError as exc:
             outcome = "unreachable" if unreachable(exc) else "failed"
-            return Attempt(outcome, f"llm_call_failed: {exc.code}: {exc.message}")
+            return Attempt(outcome, f"llm_call_failed: {exc.code}: {redact_secrets(exc.message)}")
         except TimeoutError:
             return Attempt("failed", f"llm_call_failed: no reply within {self._timeout}s")
         if final.offline:

@@ -21,6 +21,7 @@ from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
 from tavern_runtime.provision import ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
+from tavern_runtime.unknownops import UnknownOperations
 
 SERVICE = LEDGER_SERVICE
 SCHEMA = "ledger"
@@ -62,6 +63,9 @@ def build_app(settings: LedgerSettings) -> FastStream:
 
     app.after_startup(ledger.start)
     app.after_startup(start_bindings)
+    unknown = UnknownOperations(broker, SERVICE, settings)
+    app.after_startup(unknown.start)
+    app.on_shutdown(unknown.stop)
     app.on_shutdown(ledger.stop)
     app.on_shutdown(bindings.stop)
     return app

@@ -13,6 +13,7 @@ from tavern_runtime.rpc import RequestTooLarge as RequestTooLarge
 
 class RateLimited(TransientError):
     code = "rate_limited"
+    reason = None
 
 
 class NotFound(PermanentError):
@@ -22,10 +23,12 @@ class NotFound(PermanentError):
 class InvalidTransition(PermanentError):
     """The evidence is not in a state the operation applies to."""
 
-    code = "invalid_state"
+    code = "conflict"
+    reason = "invalid_state"
 
 
 class Denied(PermanentError):
     """Governance refuses the operation (authority, write gate)."""
 
-    code = "denied"
+    code = "forbidden"
+    reason = "denied"

@@ -19,6 +19,7 @@ from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet
 from tavern_runtime.provision import LEASES, ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources
+from tavern_runtime.unknownops import UnknownOperations
 
 SERVICE = handlers.SERVICE
 STREAMS: tuple[str, ...] = (streams.SESSIONS.name, streams.INPUTS.name, LEASES.stream_name)
@@ -52,5 +53,8 @@ def build_app(settings: LoopSettings) -> FastStream:
         await engine.stop(settings.shutdown_grace_s)
 
     app.after_startup(engine.start)
+    unknown = UnknownOperations(broker, SERVICE, settings)
+    app.after_startup(unknown.start)
+    app.on_shutdown(unknown.stop)
     app.on_shutdown(stop_engine)
     return app

@@ -22,6 +22,7 @@ from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from tavern_events.ids import new_id
+from tavern_events.replies import error_reply, timeout_headers
 from tavern_loop.config import LoopSettings, loop_options
 from tavern_loop.dispatch import DURABLE, Dispatcher
 from tavern_loop.domain.guard import RepeatGuard
@@ -171,12 +172,15 @@ class LoopEngine:
         assert self._conn is not None
         try:
             reply = await self._conn.nc.request(
-                subject, json.dumps(payload).encode(), timeout=timeout
+                subject,
+                json.dumps(payload).encode(),
+                timeout=timeout,
+                headers=timeout_headers(timeout),
             )
         except NoRespondersError:
-            return {"error": {"code": "unavailable", "message": f"no service answers {subject}"}}
+            return error_reply("unavailable", f"no service answers {subject}")
         except NatsTimeout:
-            return {"error": {"code": "timeout", "message": f"{subject} did not answer in time"}}
+            return error_reply("timeout", f"{subject} did not answer in time")
         body: dict[str, Any] = json.loads(reply.data or b"{}")
         return body
 

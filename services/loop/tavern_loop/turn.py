@@ -63,6 +63,7 @@ from tavern_loop.tools.pipeline import ToolCallOutcome, ToolPipeline
 from tavern_loop.tools.spillstore import SpillStore
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
+from tavern_runtime.secretscan import redact_secrets
 
 log = get_logger(__name__)
 
@@ -102,7 +103,13 @@ class TurnCancelled(Exception):
 class TurnFailed(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
-        self.info = ErrorInfo(code=code, message=message[:4000])
+        self.info = error_info(code, message)
+
+
+def error_info(code: str, message: str) -> ErrorInfo:
+    """An error as the session log records it: credentials a provider, a tool or an exception
+    echoed are redacted first (the log of record is kept, replayed and projected)."""
+    return ErrorInfo(code=code, message=redact_secrets(message)[:4000])
 
 
 @dataclass
@@ -167,7 +174,7 @@ class TurnRunner:
             raise
         except Exception as exc:  # a bug must still close the turn, never hang the session
             log.exception("turn_crashed", session_id=self.held.session_id, turn=self.draft.turn)
-            info = ErrorInfo(code="internal", message=f"{type(exc).__name__}: {exc}"[:4000])
+            info = error_info("internal", f"{type(exc).__name__}: {exc}")
             return await self._end("failed", reason="internal", error=info)
 
     async def _body(self, claimed: list[PendingInput]) -> TurnEnded:
@@ -654,12 +661,12 @@ def _usage(final: FinalMessage) -> Usage:
 
 def _result_payload(outcome: ToolCallOutcome) -> ToolResultPayload:
     error = (
-        ErrorInfo(code=outcome.error.code, message=outcome.error.message[:4000])
+        error_info(outcome.error.code, outcome.error.message)
         if (outcome.error is not None)
         else None
     )
     if not outcome.ok and error is None:
-        error = ErrorInfo(code="TOOL_FAILED", message=outcome.content[:4000])
+        error = error_info("TOOL_FAILED", outcome.content)
     spill = (
         SpillRef(locator=outcome.spill_locator, bytes=outcome.spill_bytes or 0)
         if (outcome.spill_locator)

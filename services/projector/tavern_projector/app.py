@@ -23,6 +23,7 @@ from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
 from tavern_runtime.provision import ConsumerSpec, durables_of
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, postgres_lifespan
+from tavern_runtime.unknownops import UnknownOperations
 
 SERVICE = handlers.SERVICE
 SCHEMA = "projector"
@@ -46,12 +47,13 @@ def build_app(settings: ProjectorSettings) -> FastStream:
     handlers.register(broker, core)
     context = ContextRepo()
     context.set_global(RESOURCES_KEY, resources)
+    unknown = UnknownOperations(broker, SERVICE, settings)
     return FastStream(
         broker,
         context=context,
         lifespan=_lifespan(settings, resources, core),
-        after_startup=[core.start_consumers],
-        on_shutdown=[core.stop_consumers],
+        after_startup=[core.start_consumers, unknown.start],
+        on_shutdown=[core.stop_consumers, unknown.stop],
         logger=get_logger("faststream"),
         specification=AsyncAPI(title="tavern-projector", version=handlers.VERSION),
     )

@@ -8,7 +8,7 @@ from tavern_runtime.errors import PermanentError, TransientError, ValidationFail
 class BadRequest(ValidationFailed):
     """An RPC request that cannot be answered as asked (the message says which field)."""
 
-    code = "bad_request"
+    code = "invalid"
 
 
 class NotFound(PermanentError):
@@ -18,7 +18,8 @@ class NotFound(PermanentError):
 class CardError(ValidationFailed):
     """A character card, lorebook or persona that cannot be imported; `field` names the culprit."""
 
-    code = "invalid_card"
+    code = "invalid"
+    reason = "invalid_card"
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}", field=field)
@@ -28,4 +29,5 @@ class CardError(ValidationFailed):
 class ProjectionBusy(TransientError):
     """Another process is rebuilding this projection; try again shortly."""
 
-    code = "projection_busy"
+    code = "unavailable"
+    reason = "projection_busy"

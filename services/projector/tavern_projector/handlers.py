@@ -60,8 +60,8 @@ def _answer(core: Core, operation: str, query: Query) -> Callable[[Any], Awaitab
         try:
             return await query(core.pool(), body)
         except TavernError as exc:
-            log.info("rpc_refused", operation=operation, code=exc.code, error=exc.message)
-            return {"error": exc.as_dict()}
+            log.info("rpc_refused", operation=operation, code=exc.reply_code(), error=exc.message)
+            return exc.as_reply()
 
     answer.__name__ = answer.__qualname__ = operation.replace(".", "_")
     return answer

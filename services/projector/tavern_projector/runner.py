@@ -71,7 +71,7 @@ class RetryBatch(Exception):
 class VersionMismatch(TransientError):
     """The stored projection was built by other code (a rebuild runs, or a newer replica did)."""
 
-    code = "projection_version"
+    reason = "projection_version"
 
 
 def retry_delay(deliveries: int) -> float:

@@ -24,9 +24,9 @@ async def test_oversize_and_malformed_requests_get_structured_errors(ledger: Led
     big = await ledger.rpc_raw("query", b'{"text": "' + b"x" * 5000 + b'"}')
     assert big["error"]["code"] == "too_large"
     broken = await ledger.rpc_raw("inspect", b"{not json")
-    assert broken["error"]["code"] == "invalid_request"
+    assert broken["error"]["code"] == "invalid"
     missing = await ledger.rpc("recall", query="no session id")
-    assert missing["error"]["code"] == "invalid_request"
+    assert missing["error"]["code"] == "invalid"
     assert "session_id" in missing["error"]["message"]
     unknown = await ledger.rpc("inspect", evidence_id="ev_000000000000000000000000")
     assert unknown["error"]["code"] == "not_found"

@@ -114,7 +114,7 @@ async def test_every_right_is_audited_and_publishes_a_state_fact(ledger: LedgerB
     assert inspected["recallable"] is False
     assert inspected["content"] == "[redacted]"
     refused = await ledger.rpc("rollback", evidence_id=row["id"])
-    assert refused["error"]["code"] == "invalid_state"
+    assert refused["error"]["reason"] == "invalid_state"
     info = await ledger.js.stream_info("LEDGER", subjects_filter="tavern.ledger.s1.evidence.*")
     assert info.state.messages == 1 + 3  # appended, then three state changes (delete: no change)
 

@@ -58,7 +58,7 @@ async def test_generated_png_cards_import_with_their_lorebooks(projector: Projec
     assert got["truncated"] is True
     assert got["source"]["id"] == suqing
     refused = await projector.rpc("character.get", {"character": "Mira", "fields": ["secrets"]})
-    assert refused["error"]["code"] == "bad_request"
+    assert refused["error"]["code"] == "invalid"
     assert "secrets" in refused["error"]["message"]
 
 

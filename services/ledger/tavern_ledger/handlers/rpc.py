@@ -1,7 +1,7 @@
 """The envelope of every ledger RPC: size limit, parsing, per-caller rate, structured errors.
 
-A reply is the operation's result, or `{"error": {"code", "message"}}`; an RPC never answers
-with an exception trace, and an oversize reply becomes a `too_large` error.
+A reply is the operation's result, or `{"error": {"code", "message", "retryable"}}`; an RPC
+never answers with an exception trace, and an oversize reply becomes a `too_large` error.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ Reply = dict[str, Any]
 
 
 def error_reply(exc: TavernError) -> Reply:
-    return {"error": exc.as_dict()}
+    return exc.as_reply()
 
 
 def parse(raw: bytes, model: type[R], max_bytes: int) -> R:

@@ -1,7 +1,9 @@
 """The store RPCs at the edge: size, shape and rate checks, a deadline, structured errors.
 
-Every reply is a JSON object; a failure is `{"error": {"code", "message"}, **details}` (for
-a conflict, `current_revision`), never an exception the caller would see as a timeout.
+Every reply is a JSON object; a failure is `{"error": {"code", "message", "retryable", ...}}`
+(for a conflict, `error.current_revision`), never an exception the caller would see as a
+timeout; a database error is `invalid` when the data is at fault, `unavailable` only when
+Postgres is.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 
+from tavern_events.replies import error_reply as error_reply_of
 from tavern_ledger.stores import memory, variables
 from tavern_ledger.stores.context import StoreContext
 from tavern_ledger.stores.domain import requests as shapes
@@ -26,6 +29,7 @@ from tavern_ledger.stores.errors import (
     TooLarge,
     UnknownSession,
 )
+from tavern_runtime import pgerrors
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
 
@@ -60,8 +64,8 @@ OPERATIONS: tuple[Operation[Any], ...] = (
 
 
 def error_reply(exc: TavernError) -> Reply:
-    """`{"error": {"code", "message"}}` plus the error's details at the top level."""
-    return {"error": {"code": exc.code, "message": exc.message}, **exc.details}
+    """`{"error": {"code", "message", "retryable", ...details}}`."""
+    return exc.as_reply()
 
 
 async def serve(
@@ -83,7 +87,7 @@ async def serve(
         reply = error_reply(exc)
     except Exception as exc:  # the caller gets an answer, never a timeout
         log.exception("store_rpc_crashed", op=op.name, session_id=session_id, error=repr(exc))
-        reply = {"error": {"code": "internal", "message": "the store failed on this request"}}
+        reply = error_reply_of("internal", "the store failed on this request")
     _log_outcome(op, session_id, reply, clock() - started)
     return reply
 
@@ -96,9 +100,15 @@ async def _run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreReque
         raise DeadlineExceeded(
             f"{op.name} did not finish within {ctx.limits.deadline_s}s"
         ) from None
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-        log.error("store_database_failed", op=op.name, error=type(exc).__name__, detail=str(exc))
-        raise StoreUnavailable("the store's database is unavailable; try again") from None
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, UnicodeEncodeError) as exc:
+        translated = pgerrors.classify(exc)
+        if not isinstance(translated, pgerrors.StoreRejected):
+            log.error(
+                "store_database_failed", op=op.name, error=type(exc).__name__, detail=str(exc)
+            )
+            raise StoreUnavailable("the store's database is unavailable; try again") from None
+        log.info("store_data_rejected", op=op.name, error=type(exc).__name__)
+        raise translated from None
     return _bounded(reply, ctx.limits.max_reply_bytes)
 
 

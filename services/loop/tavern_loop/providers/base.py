@@ -124,6 +124,10 @@ class ProviderError(TavernError):
         self.retry_after_s = retry_after_s
         self.retryable = retryable
 
+    def as_dict(self) -> dict[str, Any]:
+        """The provider's failure as recorded in `turn/end` (its own codes, not an RPC reply)."""
+        return {"code": self.code, "message": self.message, **self.details}
+
 
 _OVERFLOW = re.compile(
     r"context[_ ]length|maximum context|context (?:size|window)|exceed_context|"

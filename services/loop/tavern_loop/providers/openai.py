@@ -27,6 +27,7 @@ from tavern_loop.providers.base import (
 from tavern_loop.providers.config import LLMConfig
 from tavern_loop.providers.failures import error_for_response, retry_delay
 from tavern_loop.providers.sse import CompletionStream, SseDecoder, arguments_text, parse_usage
+from tavern_runtime.secretscan import redact_secrets
 
 log = structlog.get_logger(__name__)
 
@@ -117,7 +118,8 @@ class OpenAIProvider:
                         started = True
                         yield item
                 return
-            except ProviderError as error:
+            except ProviderError as raised:
+                error = self._scrubbed(raised)
                 if started:
                     self._log_cut(error, request.model)
                     if not error.retryable or error.code == "stream_cut":
@@ -151,6 +153,15 @@ class OpenAIProvider:
                         yield item
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise transport_error(exc) from exc
+
+    def _scrubbed(self, error: ProviderError) -> ProviderError:
+        """`error` without this provider's API key in its text (a server may echo it) and
+        without anything else the credential patterns find."""
+        key = self._config.api_key.get_secret_value()
+        message = error.message.replace(key, "[redacted:api_key]") if key else error.message
+        error.message = redact_secrets(message)
+        error.args = (error.message,)
+        return error
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream"}

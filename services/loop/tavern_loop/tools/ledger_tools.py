@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tavern_events import subjects
+from tavern_events.replies import ErrorBody, error_of
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolSpec
 
 RPC_TIMEOUT_S = 5.0
@@ -95,17 +96,22 @@ def _camel_key(key: str) -> str:
 
 
 def failure(reply: Mapping[str, Any]) -> ToolOutput:
-    """An RPC error reply as a tool failure; details the model can act on go in the message."""
-    error = reply.get("error") or {}
-    code = str(error.get("code") or "error")
-    message = str(error.get("message") or "the ledger refused the request")
-    if "current_revision" in reply:
-        message += f" (current revision: {reply['current_revision']})"
-    if reply.get("reasons"):
-        message += f" (reasons: {', '.join(map(str, reply['reasons']))})"
-    if "retry_after_ms" in reply:
-        message += f" (retry after {reply['retry_after_ms']} ms)"
-    return ToolOutput.failure(code, message)
+    """An RPC error reply (`tavern_events.replies`) as a tool failure: its code, and in the
+    message the details the model can act on (the finer reason, the current revision, ...)."""
+    error = error_of(reply) or ErrorBody(code="internal", message="no reply", retryable=True)
+    details = error.model_extra or {}
+    message = error.message or "the service refused the request"
+    if error.reason:
+        message += f" ({error.reason})"
+    if "current_revision" in details:
+        message += f" (current revision: {details['current_revision']})"
+    if details.get("reasons"):
+        message += f" (reasons: {', '.join(map(str, details['reasons']))})"
+    if "retry_after_ms" in details:
+        message += f" (retry after {details['retry_after_ms']} ms)"
+    if error.retryable:
+        message += " (retryable)"
+    return ToolOutput.failure(error.code, message)
 
 
 # --- the adapter ------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 class SpillError(PermanentError):
-    code = "spill_refused"
+    code = "invalid"
+    reason = "spill_refused"
 
 
 class SpillPage(NamedTuple):

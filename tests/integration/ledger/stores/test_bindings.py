@@ -130,7 +130,7 @@ async def test_a_request_ahead_of_the_bindings_consumer_reads_the_binding_from_t
         unknown = await ledger.call(
             "memory.search", {"session_id": "s-never-created", "turn": 1, "query": "tea"}
         )
-        assert unknown["error"]["code"] == "unknown_session"
+        assert unknown["error"]["reason"] == "unknown_session"
     finally:
         await ledger.js.resume_consumer("SESSIONS", "ledger-bindings")
 

@@ -81,7 +81,7 @@ async def test_memory_tools_round_trip(ledger: Ledger) -> None:
     assert (stale.error.code, "current revision: 2" in stale.error.message) == ("conflict", True)
     secret = await call("memory_write", scope="chat", content="password: hunter2hunter2hunter2")
     assert secret.error is not None
-    assert secret.error.code == "blocked"
+    assert (secret.error.code, "(blocked)" in secret.error.message) == ("invalid", True)
     assert "secret" in secret.error.message
     forgot = await call.ok("memory_forget", id=written["id"], expectedRevision=2)
     assert forgot["found"]
@@ -122,4 +122,7 @@ async def test_variable_tools_round_trip(ledger: Ledger) -> None:
     await ledger.open_session("s2", "chat_2", None)
     refused = await no_character("variable_get", scope="character", name="hp")
     assert refused.error is not None
-    assert refused.error.code == "scope_unavailable"
+    assert (refused.error.code, "(scope_unavailable)" in refused.error.message) == (
+        "not_found",
+        True,
+    )

@@ -60,12 +60,12 @@ async def test_search_limit_and_token_budget_are_capped(ledger: Ledger) -> None:
 async def test_secret_in_memory_write_is_blocked_with_a_reason(ledger: Ledger) -> None:
     await ledger.open_session("s1", "chat_1")
     blocked = await write(ledger, SECRET)
-    assert blocked["error"]["code"] == "blocked"
-    assert any(r.startswith("secret:") for r in blocked["reasons"])
+    assert blocked["error"]["reason"] == "blocked"
+    assert any(r.startswith("secret:") for r in blocked["error"]["reasons"])
     assert "secret:" in blocked["error"]["message"]
     assert await ledger.db.fetchval("SELECT count(*) FROM ledger.memory") == 0
     [entry] = await ledger.audit("memory.blocked")
-    assert entry["payload"]["reasons"] == blocked["reasons"]
+    assert entry["payload"]["reasons"] == blocked["error"]["reasons"]
     assert "sk-proj" not in json.dumps(entry)
 
 
@@ -90,15 +90,19 @@ async def test_memory_update_with_a_stale_revision_is_a_conflict(ledger: Ledger)
         "memory.update", {**update, "content": "five rooms", "expected_revision": 1}
     )
     assert stale == {
-        "error": {"code": "conflict", "message": stale["error"]["message"]},
-        "current_revision": 2,
+        "error": {
+            "code": "conflict",
+            "message": stale["error"]["message"],
+            "retryable": False,
+            "current_revision": 2,
+        }
     }
     read = await ledger.call("memory.read", {**S1, "id": done["id"]})
     assert (read["memory"]["content"], read["memory"]["revision"]) == ("The inn has four rooms", 2)
     secret = await ledger.call(
         "memory.update", {**update, "content": SECRET, "expected_revision": 2}
     )
-    assert secret["error"]["code"] == "blocked"
+    assert secret["error"]["reason"] == "blocked"
 
 
 async def test_forget_hides_from_search_and_read(ledger: Ledger) -> None:
@@ -123,13 +127,13 @@ async def test_memory_of_another_session_is_refused_and_audited(ledger: Ledger) 
     mine = await write(ledger, "s1 private note")
     s2 = {"session_id": "s2", "turn": 1}
     read = await ledger.call("memory.read", {**s2, "id": mine["id"]})
-    assert read["error"]["code"] == "scope_forbidden"
+    assert read["error"]["reason"] == "scope_forbidden"
     forged = await ledger.call(
         "memory.search", {**s2, "scope": "chat", "scope_id": "chat_1", "query": "note"}
     )
-    assert forged["error"]["code"] == "scope_forbidden"
+    assert forged["error"]["reason"] == "scope_forbidden"
     forget = await ledger.call("memory.forget", {**s2, "id": mine["id"]})
-    assert forget["error"]["code"] == "scope_forbidden"
+    assert forget["error"]["reason"] == "scope_forbidden"
     own = await ledger.call("memory.search", {**s2, "query": "note"})
     assert own["hits"] == []
     audited = await ledger.audit("store.scope_forbidden")

@@ -31,7 +31,7 @@ async def test_concurrent_sets_with_the_same_revision_one_wins_one_conflicts(
     winners = [r for r in replies if "error" not in r]
     losers = [r for r in replies if "error" in r]
     assert len(winners) == 1
-    assert [(r["error"]["code"], r["current_revision"]) for r in losers] == [  # type: ignore[index]
+    assert [(r["error"]["code"], r["error"]["current_revision"]) for r in losers] == [  # type: ignore[index]
         ("conflict", 2)
     ] * 3
     got = await ledger.call("variable.get", {**S1, "scope": "chat", "name": "hp"})
@@ -43,7 +43,7 @@ async def test_create_of_an_existing_variable_is_a_conflict(ledger: Ledger) -> N
     await ledger.call("variable.set", {**S1, "scope": "chat", "name": "a", "value": 1})
     again = await ledger.call("variable.set", {**S1, "scope": "chat", "name": "a", "value": 2})
     assert again["error"]["code"] == "conflict"
-    assert again["current_revision"] == 1
+    assert again["error"]["current_revision"] == 1
 
 
 async def test_patch_is_atomic(ledger: Ledger) -> None:
@@ -87,7 +87,7 @@ async def test_patch_is_atomic(ledger: Ledger) -> None:
         "variable.patch",
         {**base, "expected_revision": 1, "changes": [{"name": "gold", "value": 7}]},
     )
-    assert (old_scope["error"]["code"], old_scope["current_revision"]) == ("conflict", 2)
+    assert (old_scope["error"]["code"], old_scope["error"]["current_revision"]) == ("conflict", 2)
 
 
 async def test_caps_and_names_are_enforced(ledger: Ledger) -> None:
@@ -124,11 +124,11 @@ async def test_turn_scope_expires_at_turn_end(ledger: Ledger) -> None:
 
     async def expired() -> bool:
         reply = await ledger.call("variable.get", {**turn1, "name": "plan"})
-        return bool(reply.get("error", {}).get("code") == "turn_ended")
+        return bool(reply.get("error", {}).get("reason") == "turn_ended")
 
     await eventually(expired, timeout=10)
     late = await ledger.call("variable.set", {**turn1, "name": "plan", "value": 1})
-    assert late["error"]["code"] == "turn_ended"
+    assert late["error"]["reason"] == "turn_ended"
     rows = await ledger.db.fetchval("SELECT count(*) FROM ledger.variable WHERE scope = 'turn'")
     assert rows == 0
     turn2 = {"session_id": "s1", "turn": 2, "scope": "turn"}
@@ -151,7 +151,7 @@ async def test_delete_is_audited_and_global_scope_is_off_by_default(ledger: Ledg
         "variable_delete",
     )
     off = await ledger.call("variable.set", {**S1, "scope": "global", "name": "g", "value": 1})
-    assert off["error"]["code"] == "scope_unavailable"
+    assert off["error"]["reason"] == "scope_unavailable"
 
 
 async def test_global_scope_works_when_enabled(ledger_with_global: Ledger) -> None:
@@ -173,7 +173,7 @@ async def test_forged_scope_is_refused_and_audited(ledger: Ledger) -> None:
         "variable.get",
         {"session_id": "s2", "turn": 1, "scope": "chat", "name": "secret", "scope_id": "chat_1"},
     )
-    assert forged["error"]["code"] == "scope_forbidden"
+    assert forged["error"]["reason"] == "scope_forbidden"
     other_character = await ledger.call(
         "variable.set",
         {
@@ -185,7 +185,7 @@ async def test_forged_scope_is_refused_and_audited(ledger: Ledger) -> None:
             "character_id": "char_a",
         },
     )
-    assert other_character["error"]["code"] == "scope_forbidden"
+    assert other_character["error"]["reason"] == "scope_forbidden"
     own = await ledger.call(
         "variable.get", {"session_id": "s2", "turn": 1, "scope": "chat", "name": "secret"}
     )
@@ -200,4 +200,4 @@ async def test_forged_scope_is_refused_and_audited(ledger: Ledger) -> None:
 
 async def test_unknown_session_is_refused(ledger: Ledger) -> None:
     reply = await ledger.call("variable.get", {**S1, "scope": "chat", "name": "a"})
-    assert reply["error"]["code"] == "unknown_session"
+    assert reply["error"]["reason"] == "unknown_session"

@@ -291,3 +291,17 @@ async def test_a_non_streamed_json_reply_is_accepted(server: OpenAIServer) -> No
     deltas, final = split(await collect(make_provider(server.base_url)))
     assert [d.text for d in deltas] == ["whole"]
     assert (final.content, final.usage.total_tokens) == ("whole", 18)  # type: ignore[union-attr]
+
+
+async def test_a_provider_error_that_echoes_the_key_is_scrubbed(server: OpenAIServer) -> None:
+    other = "ghp_" + "a1b2c3d4e5" * 3
+    echo = f"Incorrect API key provided: {API_KEY}; token {other} also refused"
+    server.enqueue(error(401, {"error": {"message": echo}}))
+    with capture_logs() as logs, pytest.raises(ProviderError) as caught:
+        await collect(make_provider(server.base_url))
+    message = caught.value.message
+    assert "[redacted:api_key]" in message
+    assert "[redacted:github_token]" in message
+    for secret in (API_KEY, other):
+        assert secret not in str(caught.value)
+        assert secret not in repr(logs)

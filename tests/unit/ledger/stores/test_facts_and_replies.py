@@ -115,7 +115,12 @@ GET = {"session_id": "s1", "scope": "chat", "name": "hp"}
 
 async def test_serve_answers_malformed_and_invalid_requests_with_structured_errors() -> None:
     op = rpc.Operation("variable.get", VariableGet, Recorder())
-    assert (await _serve(op, b"{oops"))["error"]["code"] == "malformed"
+    malformed = (await _serve(op, b"{oops"))["error"]
+    assert (malformed["code"], malformed["reason"], malformed["retryable"]) == (
+        "invalid",
+        "malformed",
+        False,
+    )
     assert (await _serve(op, {**GET, "extra": 1}))["error"]["code"] == "invalid"
     assert await _serve(op, GET) == {"name": "hp", "pad": "x" * 300}
 
@@ -124,8 +129,7 @@ async def test_serve_turns_a_conflict_into_an_error_with_the_current_revision() 
     conflict = RevisionConflict("stale", current_revision=7)
     op = rpc.Operation("variable.get", VariableGet, Recorder(conflict))
     assert await _serve(op, GET) == {
-        "error": {"code": "conflict", "message": "stale"},
-        "current_revision": 7,
+        "error": {"code": "conflict", "message": "stale", "retryable": False, "current_revision": 7}
     }
 
 
@@ -140,7 +144,7 @@ async def test_serve_rate_limits_per_session() -> None:
     assert "error" not in await _serve(op, GET, limiter)
     limited = await _serve(op, GET, limiter)
     assert limited["error"]["code"] == "rate_limited"
-    assert limited["retry_after_ms"] == 1000
+    assert (limited["error"]["retry_after_ms"], limited["error"]["retryable"]) == (1000, True)
 
 
 async def test_serve_refuses_results_over_the_reply_cap() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tavern_events.replies import error_reply
 from tavern_loop.tools import ToolContext, ToolRegistry
 from tavern_loop.tools.ledger_tools import camel, forwarded, ledger_tools
 
@@ -136,16 +137,18 @@ async def test_model_cannot_override_the_session() -> None:
     ("reply", "code", "detail"),
     [
         (
-            {"error": {"code": "conflict", "message": "stale"}, "current_revision": 4},
+            error_reply("conflict", "stale", retryable=False, current_revision=4),
             "conflict",
             "4",
         ),
         (
-            {"error": {"code": "blocked", "message": "no"}, "reasons": ["secret:jwt"]},
-            "blocked",
+            error_reply("invalid", "no", reason="blocked", reasons=["secret:jwt"]),
+            "invalid",
             "secret:jwt",
         ),
-        ({"error": {"code": "timeout", "message": "late"}}, "timeout", "late"),
+        (error_reply("invalid", "no", reason="blocked"), "invalid", "(blocked)"),
+        (error_reply("timeout", "late"), "timeout", "late"),
+        ({"error": "garbled"}, "internal", "garbled"),
     ],
 )
 async def test_rpc_errors_become_tool_failures(
