@@ -107,8 +107,9 @@ async def world(stack: Stack) -> AsyncIterator[World]:
         assert await driver.wait(said, 30)
     await driver.close()
     WORLD = World(sessions)
-    for s in sessions:
-        WORLD.markers[f"MK{_slug(s.chat)}Z"] = ("chat", s.chat, 0)
+    for s in sessions:  # what a session says reaches its character's chats (memory reach)
+        reach = ("character", s.character, 0) if s.character else ("chat", s.chat, 0)
+        WORLD.markers[f"MK{_slug(s.chat)}Z"] = reach
     await eventually(_bound(stack, sessions), timeout=30)
     yield WORLD
     WORLD = None

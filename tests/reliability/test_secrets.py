@@ -19,50 +19,45 @@ import os
 import secrets
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 import pytest
 
 from tavern_cli import catalog
 from tavern_events import streams
-from tavern_runtime.embedded import EmbeddedNats
 from tests.integration.loop.providers.openai_server import OpenAIServer, error
 from tests.reliability.driver import Driver
-from tests.reliability.stack import Stack
+from tests.reliability.stack import Service, Stack
 from tests.support import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-USER = "tavern"
-PASSWORD = f"nats-{secrets.token_hex(12)}"
 WRONG_PASSWORD = f"wrong-{secrets.token_hex(12)}"
 API_KEY = f"tk-{secrets.token_hex(16)}"
 """A key no credential pattern knows: only the provider's own scrubbing can catch its echo."""
 OTHER_KEY = f"sk-proj-{secrets.token_hex(20)}"
 """A key the shared credential patterns know, also in the provider's error text."""
-SECRETS = (PASSWORD, WRONG_PASSWORD, API_KEY, OTHER_KEY)
 
 
-@dataclass
-class AuthNats(EmbeddedNats):
-    """The embedded server with one user and password; `url` carries them, the way an operator
-    who puts credentials in `TAVERN_NATS_URL` would."""
+class UrlCredentialStack(Stack):
+    """The stack with each service's generated NATS login inside its `TAVERN_NATS_URL`
+    (`nats://user:password@host`), the way an operator who puts credentials in the URL would."""
 
-    def write_config(self) -> Path:
-        path = super().write_config()
-        auth = f'authorization {{\n  user: "{USER}"\n  password: "{PASSWORD}"\n}}\n'
-        path.write_text(path.read_text() + auth)
-        return path
-
-    @property
-    def url(self) -> str:
-        return f"nats://{USER}:{PASSWORD}@127.0.0.1:{self.port}"
+    def _env(self, service: Service) -> dict[str, str]:
+        env = super()._env(service)
+        user, password = env.pop("TAVERN_NATS_USER"), env.pop("TAVERN_NATS_PASSWORD")
+        host = env["TAVERN_NATS_URL"].removeprefix("nats://")
+        env["TAVERN_NATS_URL"] = f"nats://{user}:{password}@{host}"
+        return env
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.nats.port}"
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every password the services were given, the wrong one and both keys."""
+        passwords = tuple(self.credentials.nats_password(name) for name in self.services)
+        return (*passwords, WRONG_PASSWORD, API_KEY, OTHER_KEY)
 
 
 @pytest.fixture
@@ -74,15 +69,14 @@ async def provider() -> AsyncIterator[OpenAIServer]:
 
 
 @pytest.fixture
-async def system(provider: OpenAIServer) -> AsyncIterator[Stack]:
+async def system(provider: OpenAIServer) -> AsyncIterator[UrlCredentialStack]:
     env = {
         "TAVERN_LOG_LEVEL": "INFO",
         "TAVERN_LLM_BASE_URL": provider.base_url,
         "TAVERN_LLM_API_KEY": API_KEY,
         "TAVERN_LLM_MAX_RETRIES": "0",
     }
-    stack = Stack(proxied=False, env=env, auto_restart=False)
-    stack.nats = AuthNats(stack.root / "nats")
+    stack = UrlCredentialStack(proxied=False, env=env, auto_restart=False)
     try:
         await stack.start()
         yield stack
@@ -95,12 +89,11 @@ async def system(provider: OpenAIServer) -> AsyncIterator[Stack]:
             stack.remove()
 
 
-async def _wrong_password_run(stack: Stack, seconds: float = 8.0) -> str:
+async def _wrong_password_run(stack: UrlCredentialStack, seconds: float = 8.0) -> str:
     """A ledger started with a wrong NATS password: what it printed in `seconds`."""
-    assert isinstance(stack.nats, AuthNats)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAVERN_")}
     env.update(
-        TAVERN_NATS_URL=f"nats://{USER}:{WRONG_PASSWORD}@{stack.nats.host}",
+        TAVERN_NATS_URL=f"nats://ledger:{WRONG_PASSWORD}@{stack.host}",
         TAVERN_DATABASE_URL=stack.database_url,
         TAVERN_DATA_DIR=str(stack.root / "wrong"),
         TAVERN_LOG_FORMAT="json",
@@ -155,12 +148,12 @@ async def _database_texts(dsn: str) -> list[str]:
         await conn.close()
 
 
-def _leaks(texts: list[str]) -> list[str]:
-    return [s for s in SECRETS if any(s in t for t in texts)]
+def _leaks(stack: UrlCredentialStack, texts: list[str]) -> list[str]:
+    return [s for s in stack.secrets() if any(s in t for t in texts)]
 
 
 async def test_no_secret_reaches_logs_events_or_the_database(
-    system: Stack, provider: OpenAIServer
+    system: UrlCredentialStack, provider: OpenAIServer
 ) -> None:
     assert system.nc is not None
     driver = Driver(system.nc)
@@ -188,11 +181,11 @@ async def test_no_secret_reaches_logs_events_or_the_database(
     connected = [
         json.loads(line) for line in logs["loop.log"].splitlines() if "nats_connected" in line
     ]
-    assert isinstance(system.nats, AuthNats)
     assert connected, "the loop logs its connect at INFO"
-    assert {c["server"] for c in connected} == {system.nats.host}
+    assert {c["server"] for c in connected} == {system.host}
     assert "Authorization" in wrong, wrong[-2000:]  # it did try, and said why it failed
 
-    assert _leaks([*logs.values(), wrong]) == [], "a secret in a service log"
-    assert _leaks([t for texts in events.values() for t in texts]) == [], "a secret in a stream"
-    assert _leaks(await _database_texts(system.database_url)) == [], "a secret in Postgres"
+    assert _leaks(system, [*logs.values(), wrong]) == [], "a secret in a service log"
+    streamed = [t for texts in events.values() for t in texts]
+    assert _leaks(system, streamed) == [], "a secret in a stream"
+    assert _leaks(system, await _database_texts(system.database_url)) == [], "in Postgres"

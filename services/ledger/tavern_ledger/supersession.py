@@ -43,7 +43,11 @@ def _spoken_correction(row: EvidenceRow) -> bool:
 
 async def _apply(conn: Conn, row: EvidenceRow, now: datetime) -> int:
     found = await evidence.statements_before(conn, row, probe_terms(row.content))
-    stated = [s for s in found if not is_directive(s.content)]
+    # A person corrects what they said themselves: in a chat of several people (`user:<name>`
+    # labels) another speaker's statement is not theirs to replace.
+    stated = [
+        s for s in found if s.source_label == row.source_label and not is_directive(s.content)
+    ]
     chosen = targets(row.content, [Stated(s.id, s.content) for s in stated])
     if not chosen:
         return 0

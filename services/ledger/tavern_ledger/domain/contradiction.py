@@ -53,10 +53,29 @@ NAMED_VALUE = 3.0
 CLASS_WEIGHT = 2.0
 
 
+_STRONG_EN = re.compile(
+    r"^\W*correction\b|\bno longer\b|\bany ?more\b|\b(?:changed|switched|moved|relocated)\b"
+    r"|\bnot\b.{1,40}\b(?:but|now)\b|\bi meant\b",
+    re.IGNORECASE,
+)
+_STRONG_ZH = re.compile("更正|纠正|不再|改成|改为|改到|换成|换到|搬到|搬去|搬回|不对|错了|说错|不是.{1,12}而是")
+_NEWS = re.compile(
+    r"\b(?:yesterday|today|tonight|this (?:morning|afternoon|evening)|last (?:night|weekend)|"
+    r"just now)\b|昨天|今天|前天|刚才|今早|昨晚|今晚",
+    re.IGNORECASE,
+)
+_QUESTION = re.compile("[?？]\s*$|[吗呢嘛]\s*[。.!！]?\s*$")
+
+
 def targets(correction: str, stated: Sequence[Stated]) -> list[str]:
     """The ids of the statements `correction` replaces: the clear best match (and its exact
-    repetitions), or none."""
+    repetitions), or none. A question replaces nothing; a correction said only with a soft
+    marker ("Actually, …", "其实…", which also open news) and telling of a day's event must
+    name the attribute or the old value it replaces."""
+    if _QUESTION.search(correction.strip()):
+        return []
     claim = parse(correction)
+    soft = not (_STRONG_EN.search(correction) or _STRONG_ZH.search(correction))
     about = [(s, parse(s.text)) for s in stated if s.text.strip()]
     about = [(s, c) for s, c in about if agrees(claim.subject, c.subject)]
     weights = _rarity([c for _, c in about])
@@ -64,6 +83,8 @@ def targets(correction: str, stated: Sequence[Stated]) -> list[str]:
     if not scored or scored[0][0] < MIN_SCORE:
         return []
     best_score, best = scored[0]
+    if soft and _NEWS.search(correction) and not _restates(claim, parse(best.text)):
+        return []  # "Actually, I went sailing from the harbour yesterday" is news
     same = _normal(best.text)
     runner_up = next((v for v, s in scored[1:] if _normal(s.text) != same), 0.0)
     if best_score - runner_up < MARGIN:
@@ -83,6 +104,15 @@ class Claim:
     named_old: tuple[str, ...] = ()
     """Values the text says are no longer so ("not Max", "不是萨博")."""
     body: str = ""
+
+
+def _restates(correction: Claim, statement: Claim) -> bool:
+    """The correction speaks of the statement's attribute (a shared attribute class) or names
+    the value it had."""
+    shared = correction.features & statement.features
+    if any(f.startswith("c:") and f not in _GENERIC for f in shared):
+        return True
+    return any(old and old in statement.body for old in correction.named_old)
 
 
 def agrees(correction: frozenset[str], statement: frozenset[str]) -> bool:
@@ -135,6 +165,9 @@ _EN_NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 _NUMBER = re.compile(r"\d+(?:st|nd|rd|th|s|k|km|kg|am|pm)?")
 _PLACE = re.compile(r"\b(?:in|to|from) (?:the )?[A-Z][a-z]+")
 """A place named as the value ("in Berlin", "to Munich")."""
+_EMPLOYER = re.compile(r"\b(?:works? (?:at|for)|(?:engineer|designer|manager|nurse|doctor|"
+                       r"teacher|lawyer|developer|analyst|assistant|chef) at|joined) [A-Z]")
+"""An employer named as the value ("works at Microsoft", "an engineer at Google")."""
 _SELF_EN = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself", "we", "our"})
 _NOT_NAMES = frozenset(
     {
@@ -258,7 +291,8 @@ _CLASSES_EN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "job",
             r"\bworks? as\b|\bjobs?\b|"
             r"\bprofession\b|\bcareer\b|\bcoach(?:es)?\b|\bteach(?:es)?\b|\bfreelanc\w*|"
-            r"\bintern(?:ship)?\b|\bappointed\b|\bpromoted\b|\bshifts?\b",
+            r"\bintern(?:ship)?\b|\bappointed\b|\bpromoted\b|\bshifts?\b|"
+            r"\b(?:is|am|'m|'s|are|now|became) (?:a|an) [a-z-]+(?: [a-z-]+)? (?:at|for)\b",
         ),
         (
             "employer",
@@ -322,6 +356,8 @@ def _parse_en(original: str, body: str) -> Claim:
     features |= {"c:" + name for name, pattern in _CLASSES_EN if pattern.search(body)}
     if _PLACE.search(original):
         features.add("c:place")
+    if _EMPLOYER.search(original):
+        features.add("c:employer")
     named = tuple(m.group(1) or m.group(2) for m in _EN_NOT.finditer(body))
     return Claim(frozenset(subject), frozenset(features), named, body)
 
