@@ -59,7 +59,7 @@ FORMS: Mapping[str, str] = {
     "moved": r"\bmoved\b",
     "changed": r"\bchanged\b",
     "no_longer": r"\bno longer\b",
-    "zh_correction": r"^更正：",
+    "zh_correction": r"^更正：",  # noqa: RUF001
     "zh_actually": r"^其实",
     "zh_no_longer": r"不再",
     "zh_changed": r"改成|改为",
@@ -93,10 +93,7 @@ class Case:
 
 def load_corpus(path: Path = DEFAULT_CORPUS) -> list[Case]:
     raw = json.loads(path.read_text(encoding="utf-8"))
-    return [
-        Case(**{**c, "distractors": tuple(c["distractors"])})  # type: ignore[arg-type]
-        for c in raw["cases"]
-    ]
+    return [Case(**{**c, "distractors": tuple(c["distractors"])}) for c in raw["cases"]]
 
 
 def problems(cases: Sequence[Case]) -> list[str]:
@@ -167,30 +164,31 @@ class Plan:
 
 
 def plan(case: Case, index: int, variant: str, t0: datetime) -> Plan:
-    """The sessions and messages of `case` in `variant`: the fact on day 0, the correction on
-    day 2, the question on day 3; as-of asks about day 1."""
+    """The sessions and messages of `case` in `variant`: distractors and the fact on day 0, the
+    correction on day 2, the question on day 3; as-of asks about day 1."""
     short = "ss" if variant == "same-session" else "xs"
-    character = f"cb-{case.id}-{short}"
-    chat = lambda letter: f"cb-{case.id}-{short}-{letter}"  # noqa: E731
-    told = [Said("", d, "distractor", t0 + timedelta(minutes=i)) for i, d in enumerate(case.distractors)]
-    told.append(Said("", case.fact, "fact", t0 + timedelta(minutes=10)))
+    prefix = f"cb-{case.id}-{short}"
+    character = prefix
     fixed_at = t0 + timedelta(days=2)
-    first = Session(f"{chat('a')}-s1", chat("a"), character, t0)
+    first = Session(f"{prefix}-a-s1", f"{prefix}-a", character, t0)
     if variant == "same-session":
         sessions: tuple[Session, ...] = (first,)
-        where = first.session_id
-        ask = first.session_id
+        where = ask = first.session_id
     else:
+        opened = fixed_at - timedelta(minutes=1)
         later = (
-            Session(f"{chat('a')}-s2", chat("a"), character, fixed_at - timedelta(minutes=1))
+            Session(f"{prefix}-a-s2", f"{prefix}-a", character, opened)
             if index % 2 == 0
-            else Session(f"{chat('b')}-s1", chat("b"), character, fixed_at - timedelta(minutes=1))
+            else Session(f"{prefix}-b-s1", f"{prefix}-b", character, opened)
         )
-        asking = Session(f"{chat('c')}-s1", chat("c"), character, t0 + timedelta(days=3))
+        asking = Session(f"{prefix}-c-s1", f"{prefix}-c", character, t0 + timedelta(days=3))
         sessions = (first, later, asking)
-        where = later.session_id
-        ask = asking.session_id
-    said = [Said(first.session_id, s.text, s.role, s.when) for s in told]
+        where, ask = later.session_id, asking.session_id
+    said = [
+        Said(first.session_id, d, "distractor", t0 + timedelta(minutes=i))
+        for i, d in enumerate(case.distractors)
+    ]
+    said.append(Said(first.session_id, case.fact, "fact", t0 + timedelta(minutes=10)))
     said.append(Said(where, case.correction, "correction", fixed_at))
     return Plan(case, variant, sessions, tuple(said), ask, t0 + timedelta(days=1))
 
@@ -386,9 +384,7 @@ async def tell(nc: Any, p: Plan) -> dict[str, Role]:
     roles: dict[str, Role] = {}
     for s in p.sessions:
         messages = [(said, _message(said)) for said in p.said if said.session_id == s.session_id]
-        await writer.append(
-            s.session_id, [_created(s), *(m for _, m in messages)], expected_last=0
-        )
+        await writer.append(s.session_id, [_created(s), *(m for _, m in messages)], expected_last=0)
         roles.update({m.id: said.role for said, m in messages})
     return roles
 

@@ -142,7 +142,10 @@ async def caught_up(nc: Any, stack: Stack, timeout: float = 600) -> None:
 
 
 async def _consolidator_idle(js: Any) -> bool:
-    for stream, durable in (("LEDGER", "consolidator-ledger"), ("SESSIONS", "consolidator-sessions")):
+    for stream, durable in (
+        ("LEDGER", "consolidator-ledger"),
+        ("SESSIONS", "consolidator-sessions"),
+    ):
         info = await js.consumer_info(stream, durable)
         if info.num_pending or info.num_ack_pending:
             return False
