@@ -2,7 +2,7 @@
 an old fact, a correction in natural phrasing and distractor facts about the same subject, told
 to the ledger as user messages, then a question asked over `tavern.rpc.ledger.recall`.
 
-    .venv/bin/python -m bench.contradiction [--corpus PATH] [--json OUT] [--limit N]
+    .venv/bin/python -m bench.contradiction [--corpus PATH] [--json OUT] [--limit N] [--case ID]
 
 Everything runs with the shipped defaults: the ledger and the consolidator as deployed (no model),
 every session bound to a chat and a character and nothing else. Each case gets its own chats and
@@ -477,6 +477,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--limit", type=int, default=0, help="only the first N cases per language")
+    parser.add_argument("--case", action="append", default=[], help="only this case id (repeat)")
     return parser.parse_args(argv)
 
 
@@ -528,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("bench", level="WARNING")
     cases = pick(load_corpus(args.corpus), args.limit)
+    if args.case:
+        cases = [c for c in cases if c.id in set(args.case)]
+        unknown = set(args.case) - {c.id for c in cases}
+        if unknown:
+            print(f"no such case: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
     unfit = problems(cases)
     if unfit:
         print("the corpus is unfit:\n  " + "\n  ".join(unfit), file=sys.stderr)
