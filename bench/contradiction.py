@@ -333,6 +333,23 @@ def rows(outcomes: Sequence[Outcome]) -> list[Row]:
     return found
 
 
+def by_category(outcomes: Sequence[Outcome], cases: Sequence[Case]) -> dict[str, dict[str, float]]:
+    """Per category (both languages and variants): the share (%) of cases that held "now" and
+    "as-of", to see where a matcher falls short."""
+    category = {c.id: c.category for c in cases}
+    found: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for o in outcomes:
+        for check in ("now", "as_of"):
+            held = getattr(o, check)
+            if held is not None:
+                found[category[o.case_id]][check].append(held)
+    return {
+        cat: {check: round(100 * sum(v) / len(v), 1) for check, v in checks.items()}
+        | {"n": len(checks["now"])}
+        for cat, checks in found.items()
+    }
+
+
 def table(found: Sequence[Row]) -> str:
     lines = [f"{'what':38}{'lang':>5}  {'variant':14}{'n':>5}{'share':>8}  goal", "-" * 80]
     for r in found:
@@ -546,10 +563,19 @@ def main(argv: list[str] | None = None) -> int:
     found = rows(outcomes)
     print()
     print(table(found))
-    print(f"\nobservations distilled meanwhile: {extra['observations']}")
+    categories = by_category(outcomes, cases)
+    print(
+        "\nby category (both languages and variants): "
+        + "; ".join(
+            f"{cat} now {v['now']:.0f}% as-of {v['as_of']:.0f}% (n={v['n']})"
+            for cat, v in categories.items()
+        )
+    )
+    print(f"observations distilled meanwhile: {extra['observations']}")
     print(f"{time.time() - started:.0f} s, {os.cpu_count()} cpus")
     if args.json:
-        args.json.write_text(json.dumps(as_json(found, outcomes, extra), indent=1))
+        figures = as_json(found, outcomes, {**extra, "by_category": categories})
+        args.json.write_text(json.dumps(figures, indent=1))
     return 0
 
 

@@ -17,6 +17,7 @@ from bench.contradiction import (
     Case,
     Item,
     Outcome,
+    by_category,
     classify,
     load_corpus,
     outcome,
@@ -250,3 +251,16 @@ def test_rows_count_only_the_cases_a_check_applies_to() -> None:
     text = table(found)
     assert "≥95% MISSED" in text
     assert "≥95% met" in text
+
+
+def test_by_category_counts_cases_with_a_now_check() -> None:
+    cases = [KEVIN, dataclasses.replace(KEVIN, id="x2", category="job")]
+    outcomes = [
+        _outcome("en-place-x", "en", "same-session", True),
+        _outcome("en-place-x", "en", "cross-session", False),
+        _outcome("x2", "en", "same-session", True),
+    ]
+    assert by_category(outcomes, cases) == {
+        "place": {"now": 50.0, "as_of": 100.0, "n": 2},
+        "job": {"now": 100.0, "as_of": 100.0, "n": 1},
+    }
