@@ -163,6 +163,21 @@ async def observations(stack: Stack) -> int:
         await db.close()
 
 
+async def superseded_sources(stack: Stack) -> set[str]:
+    """The source events of every superseded evidence row (what corrections replaced)."""
+    import asyncpg
+
+    db = await asyncpg.connect(stack.database_url)
+    try:
+        rows = await db.fetch(
+            "SELECT DISTINCT source_event_id FROM ledger.evidence "
+            "WHERE state = 'superseded' AND source_event_id IS NOT NULL"
+        )
+    finally:
+        await db.close()
+    return {r["source_event_id"] for r in rows}
+
+
 async def rpc(nc: Any, op: str, body: Mapping[str, Any], timeout: float = 15) -> dict[str, Any]:
     """`tavern.rpc.ledger.<op>`; an error reply raises (a harness error, not a low score)."""
     from tavern_events import subjects

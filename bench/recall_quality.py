@@ -186,6 +186,8 @@ class System:
     """Why the row has no figures (a baseline whose model is not installed), else empty."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     observations: int | None = None
+    superseded: set[str] = field(default_factory=set)
+    """The turns (dia ids) whose evidence a correction superseded."""
 
 
 def scores(system: System, questions: Sequence[Question]) -> dict[str, dict[str, float]]:
@@ -348,7 +350,7 @@ async def run_stack(conversations: Sequence[Conversation], setup: Setup) -> Syst
     `setup.changed`), every conversation fed, every question asked."""
     import nats
 
-    from bench.memory_stack import caught_up, memory_stack, observations
+    from bench.memory_stack import caught_up, memory_stack, observations, superseded_sources
 
     system = System(setup.name, settings=setup.changed)
     async with memory_stack(ledger_options=setup.changed) as found:
@@ -364,6 +366,8 @@ async def run_stack(conversations: Sequence[Conversation], setup: Setup) -> Syst
             for conv, events in zip(conversations, feeds, strict=True):
                 await ask(nc, conv, events, system)
             system.observations = await observations(found)
+            gone = await superseded_sources(found)
+            system.superseded = {t for e in feeds for i, t in e.items() if i in gone}
         finally:
             await nc.close()
     return system
@@ -432,6 +436,12 @@ def verdicts(system: System, questions: Sequence[Question]) -> str:
     )
 
 
+def superseded_counts(system: System, questions: Sequence[Question]) -> dict[str, int]:
+    """Turns whose evidence a correction superseded, and how many of them questions cite."""
+    cited = {e for q in questions for e in q.evidence}
+    return {"turns": len(system.superseded), "cited": len(system.superseded & cited)}
+
+
 def as_json(systems: Sequence[System], questions: Sequence[Question]) -> dict[str, Any]:
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -442,6 +452,9 @@ def as_json(systems: Sequence[System], questions: Sequence[Question]) -> dict[st
         },
         "settings": {s.name: dict(s.settings) for s in systems if s.latencies_ms},
         "observations": {s.name: s.observations for s in systems if s.latencies_ms},
+        "superseded_turns": {
+            s.name: superseded_counts(s, questions) for s in systems if s.latencies_ms
+        },
         "latency_ms": {
             s.name: {
                 "p50": round(percentile(s.latencies_ms, 50), 2),
@@ -485,6 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{ledger.name}: recall RPC p50 {p50:.2f} ms, p99 {p99:.2f} ms "
             f"(n={len(questions)}); {ledger.observations} observations distilled meanwhile"
+        )
+        gone = superseded_counts(ledger, questions)
+        print(
+            f"{ledger.name}: {gone['turns']} turns superseded by corrections, "
+            f"{gone['cited']} of them evidence of a question"
         )
     print("budget: share of evidence turns in the default 900-token injection")
     print("consolidator: as deployed, no model (its offline rules), default throttle")

@@ -16,6 +16,7 @@ from bench.recall_quality import (
     rrf,
     session_time,
     share_present,
+    superseded_counts,
     table,
     verdicts,
 )
@@ -82,3 +83,8 @@ def test_the_headline_verdicts_name_both_goals() -> None:
     poor = System("ledger", rankings=[["D1:1"], ["D1:2"], ["D1:9"], ["D1:9"]])
     assert verdicts(good, _questions()) == "R@10 ≥66 met (100.0), R@5 ≥58 met (100.0)"
     assert verdicts(poor, _questions()) == "R@10 ≥66 MISSED (50.0), R@5 ≥58 MISSED (50.0)"
+
+
+def test_superseded_turns_are_counted_with_those_questions_cite() -> None:
+    found = System("ledger", superseded={"D1:1", "D1:7", "D1:8"})
+    assert superseded_counts(found, _questions()) == {"turns": 3, "cited": 1}
