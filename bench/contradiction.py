@@ -1,0 +1,584 @@
+"""Corrections said in chat, through the real stack: each case of bench/data/contradiction.json is
+an old fact, a correction in natural phrasing and distractor facts about the same subject, told
+to the ledger as user messages, then a question asked over `tavern.rpc.ledger.recall`.
+
+    .venv/bin/python -m bench.contradiction [--corpus PATH] [--json OUT] [--limit N] [--case ID]
+
+Everything runs with the shipped defaults: the ledger and the consolidator as deployed (no model),
+every session bound to a chat and a character and nothing else. Each case gets its own chats and
+character in each variant, so no case sees another:
+
+- `same-session`: distractors, the fact, then the correction, in one session; asked from there.
+- `cross-session`: distractors and the fact in session 1 of chat A; the correction in session 2
+  of chat A (even cases) or in a new chat B (odd cases); asked from a new chat C. All three chats
+  have the same character.
+
+Scored per language and variant:
+
+- now: recall (no `as_of`) injects the correction and not the old fact;
+- as-of: recall as of a day before the correction injects the old fact and not the correction,
+  asked right after the "now" recall in the same session (so the live session's last injection
+  is there to skew it, if as-of recall let it);
+- distractors kept: every distractor's evidence is still active;
+- old superseded: the old fact's evidence is superseded (the lineage `ledger correct` leaves);
+- no-match (cases that correct an attribute never stated): nothing superseded, and the fact
+  still injected.
+
+An injected item counts as the old fact, the correction or a distractor by its source event; an
+item from no message of the case (an observation, say) by the markers its text holds. The goal
+of "now" and "as-of" is ≥ 95% in each language and variant (issue 18); distractors kept and
+no-match are held to the same mark, since a correction that takes the wrong row loses a fact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+if __name__ == "__main__" and not __package__:  # `python bench/contradiction.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = ROOT / "bench" / "data" / "contradiction.json"
+LANGS = ("en", "zh")
+CATEGORIES = ("person", "place", "job", "preference", "number", "date")
+FORMS: Mapping[str, str] = {
+    "correction": r"^correction:",
+    "actually": r"\bactually\b",
+    "not_any_more": r"(\bnot\b|n't\b).*\bany more\b",
+    "moved": r"\bmoved\b",
+    "changed": r"\bchanged\b",
+    "no_longer": r"\bno longer\b",
+    "zh_correction": r"^更正：",  # noqa: RUF001
+    "zh_actually": r"^其实",
+    "zh_no_longer": r"不再",
+    "zh_changed": r"改成|改为",
+}
+"""Every phrasing of a correction the corpus covers, and what its text must hold."""
+VARIANTS = ("same-session", "cross-session")
+GOAL = 95.0
+Role = Literal["distractor", "fact", "correction"]
+Kind = Literal["old", "new", "distractor", "other"]
+
+
+# --- the corpus ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    lang: str
+    category: str
+    subject: str
+    form: str
+    fact: str
+    correction: str
+    question: str
+    distractors: tuple[str, ...]
+    old_marker: str
+    new_marker: str
+    expect: Literal["supersede", "none"]
+    subject_in_correction: bool = True
+
+
+def load_corpus(path: Path = DEFAULT_CORPUS) -> list[Case]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return [Case(**{**c, "distractors": tuple(c["distractors"])}) for c in raw["cases"]]
+
+
+def problems(cases: Sequence[Case]) -> list[str]:
+    """What makes the corpus unfit to score, one line each (empty: fit)."""
+    found: list[str] = []
+    seen: set[str] = set()
+    texts: set[tuple[str, str]] = set()
+    for c in cases:
+        where = f"{c.id}:"
+        if c.id in seen or not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", c.id):
+            found.append(f"{where} id repeated or not [A-Za-z0-9_-]{{1,40}}")
+        seen.add(c.id)
+        if (c.fact, c.correction) in texts:
+            found.append(f"{where} the same fact and correction as another case")
+        texts.add((c.fact, c.correction))
+        if c.lang not in LANGS or c.category not in CATEGORIES or c.form not in FORMS:
+            found.append(f"{where} unknown lang, category or form")
+            continue
+        if c.form.startswith("zh_") != (c.lang == "zh"):
+            found.append(f"{where} form {c.form} in {c.lang}")
+        if not re.search(FORMS[c.form], c.correction, re.IGNORECASE):
+            found.append(f"{where} the correction is not of form {c.form}")
+        if not 2 <= len(c.distractors) <= 3:
+            found.append(f"{where} {len(c.distractors)} distractors")
+        if not all(t.strip() for t in (c.fact, c.correction, c.question, c.subject)):
+            found.append(f"{where} an empty text")
+        old, new = c.old_marker.lower(), c.new_marker.lower()
+        if not old or not new or old not in c.fact.lower() or new not in c.correction.lower():
+            found.append(f"{where} old marker not in the fact or new marker not in the correction")
+        if new in c.fact.lower() or new in c.question.lower():
+            found.append(f"{where} the new marker is in the fact or the question")
+        if any(old in d.lower() or new in d.lower() for d in c.distractors):
+            found.append(f"{where} a marker is in a distractor")
+        if c.fact in c.distractors or c.correction in c.distractors:
+            found.append(f"{where} a distractor repeats the fact or the correction")
+        if c.expect == "none" and old in c.correction.lower():
+            found.append(f"{where} a no-match correction names the old value")
+    return found
+
+
+# --- the plan of one case in one variant --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Said:
+    session_id: str
+    text: str
+    role: Role
+    when: datetime
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    chat_id: str
+    character_id: str
+    created: datetime
+
+
+@dataclass(frozen=True)
+class Plan:
+    case: Case
+    variant: str
+    sessions: tuple[Session, ...]
+    said: tuple[Said, ...]
+    ask_session: str
+    as_of: datetime
+
+
+def plan(case: Case, index: int, variant: str, t0: datetime) -> Plan:
+    """The sessions and messages of `case` in `variant`: distractors and the fact on day 0, the
+    correction on day 2, the question on day 3; as-of asks about day 1."""
+    short = "ss" if variant == "same-session" else "xs"
+    prefix = f"cb-{case.id}-{short}"
+    character = prefix
+    fixed_at = t0 + timedelta(days=2)
+    first = Session(f"{prefix}-a-s1", f"{prefix}-a", character, t0)
+    if variant == "same-session":
+        sessions: tuple[Session, ...] = (first,)
+        where = ask = first.session_id
+    else:
+        opened = fixed_at - timedelta(minutes=1)
+        later = (
+            Session(f"{prefix}-a-s2", f"{prefix}-a", character, opened)
+            if index % 2 == 0
+            else Session(f"{prefix}-b-s1", f"{prefix}-b", character, opened)
+        )
+        asking = Session(f"{prefix}-c-s1", f"{prefix}-c", character, t0 + timedelta(days=3))
+        sessions = (first, later, asking)
+        where, ask = later.session_id, asking.session_id
+    said = [
+        Said(first.session_id, d, "distractor", t0 + timedelta(minutes=i))
+        for i, d in enumerate(case.distractors)
+    ]
+    said.append(Said(first.session_id, case.fact, "fact", t0 + timedelta(minutes=10)))
+    said.append(Said(where, case.correction, "correction", fixed_at))
+    return Plan(case, variant, sessions, tuple(said), ask, t0 + timedelta(days=1))
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    """One injected item: its evidence, the message it came from (if any), its text."""
+
+    evidence_id: str
+    source_event_id: str | None
+    content: str
+
+
+def classify(item: Item, case: Case, roles: Mapping[str, Role]) -> Kind:
+    """Old fact, correction or distractor by the item's source event; else by its markers."""
+    role = roles.get(item.source_event_id or "")
+    if role == "fact":
+        return "old"
+    if role == "correction":
+        return "new"
+    if role == "distractor":
+        return "distractor"
+    text = item.content.lower()
+    if case.new_marker.lower() in text:
+        return "new"
+    if case.old_marker.lower() in text:
+        return "old"
+    return "other"
+
+
+def shows_only(kinds: Iterable[Kind], wanted: Kind, unwanted: Kind) -> bool:
+    found = set(kinds)
+    return wanted in found and unwanted not in found
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one case in one variant scored; None where the check does not apply."""
+
+    case_id: str
+    lang: str
+    variant: str
+    expect: str
+    now: bool | None
+    as_of: bool | None
+    distractors_kept: bool
+    old_superseded: bool | None
+    nothing_superseded: bool | None
+    still_recalled: bool | None
+    now_kinds: tuple[Kind, ...] = ()
+    as_of_kinds: tuple[Kind, ...] = ()
+
+
+def outcome(
+    p: Plan,
+    roles: Mapping[str, Role],
+    states: Mapping[str, Sequence[str]],
+    now: Sequence[Item],
+    as_of: Sequence[Item],
+) -> Outcome:
+    """`states`: per source event of the case, the states of the evidence it left."""
+    c = p.case
+    now_kinds = tuple(classify(i, c, roles) for i in now)
+    as_of_kinds = tuple(classify(i, c, roles) for i in as_of)
+    by_role: dict[Role, list[str]] = defaultdict(list)
+    for event_id, role in roles.items():
+        by_role[role] += states.get(event_id, ["missing"])
+    kept = all(s == "active" for s in by_role["distractor"]) and bool(by_role["distractor"])
+    if c.expect == "none":
+        every = [s for found in states.values() for s in found]
+        return Outcome(
+            c.id,
+            c.lang,
+            p.variant,
+            c.expect,
+            None,
+            None,
+            kept,
+            None,
+            "superseded" not in every and all(s == "active" for s in by_role["fact"]),
+            "old" in now_kinds,
+            now_kinds,
+            as_of_kinds,
+        )
+    fact_states = by_role["fact"]
+    return Outcome(
+        c.id,
+        c.lang,
+        p.variant,
+        c.expect,
+        shows_only(now_kinds, "new", "old"),
+        shows_only(as_of_kinds, "old", "new"),
+        kept,
+        bool(fact_states) and all(s == "superseded" for s in fact_states),
+        None,
+        None,
+        now_kinds,
+        as_of_kinds,
+    )
+
+
+CHECKS: Mapping[str, str] = {
+    "now": "now: correction in, old fact out",
+    "as_of": "as-of: old fact in, correction out",
+    "distractors_kept": "distractors kept (active)",
+    "old_superseded": "old fact superseded",
+    "nothing_superseded": "no-match: nothing superseded",
+    "still_recalled": "no-match: fact still injected",
+}
+GOALED = ("now", "as_of", "distractors_kept", "nothing_superseded")
+
+
+@dataclass(frozen=True)
+class Row:
+    check: str
+    lang: str
+    variant: str
+    n: int
+    share: float
+    failed: tuple[str, ...] = field(default=())
+
+
+def rows(outcomes: Sequence[Outcome]) -> list[Row]:
+    """Per check, language and variant: how many cases it applies to and the share (%) held."""
+    found: list[Row] = []
+    for check in CHECKS:
+        for lang in LANGS:
+            for variant in VARIANTS:
+                held = [
+                    (o.case_id, getattr(o, check))
+                    for o in outcomes
+                    if o.lang == lang and o.variant == variant and getattr(o, check) is not None
+                ]
+                if not held:
+                    continue
+                share = 100 * sum(1 for _, ok in held if ok) / len(held)
+                failed = tuple(case_id for case_id, ok in held if not ok)
+                found.append(Row(check, lang, variant, len(held), round(share, 1), failed))
+    return found
+
+
+def by_category(outcomes: Sequence[Outcome], cases: Sequence[Case]) -> dict[str, dict[str, float]]:
+    """Per category (both languages and variants): the share (%) of cases that held "now" and
+    "as-of", to see where a matcher falls short."""
+    category = {c.id: c.category for c in cases}
+    found: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for o in outcomes:
+        for check in ("now", "as_of"):
+            held = getattr(o, check)
+            if held is not None:
+                found[category[o.case_id]][check].append(held)
+    return {
+        cat: {check: round(100 * sum(v) / len(v), 1) for check, v in checks.items()}
+        | {"n": len(checks["now"])}
+        for cat, checks in found.items()
+    }
+
+
+def table(found: Sequence[Row]) -> str:
+    lines = [f"{'what':38}{'lang':>5}  {'variant':14}{'n':>5}{'share':>8}  goal", "-" * 80]
+    for r in found:
+        goal = f"≥{GOAL:g}% {'met' if r.share >= GOAL else 'MISSED'}" if r.check in GOALED else ""
+        lines.append(
+            f"{CHECKS[r.check]:38}{r.lang:>5}  {r.variant:14}{r.n:>5}{r.share:>7.1f}%  {goal}"
+        )
+    return "\n".join(lines)
+
+
+# --- the stack ----------------------------------------------------------------------------------
+
+
+def _created(s: Session) -> Any:
+    from tavern_events.ids import new_id
+    from tavern_events.session import SessionCreated, SessionCreatedPayload
+
+    payload = SessionCreatedPayload(
+        architecture="agent-tavern",
+        context_mode="dsh-native",
+        chat_id=s.chat_id,
+        character_id=s.character_id,
+    )
+    return SessionCreated(
+        id=new_id(), session_id=s.session_id, seq=0, ts=s.created, source="host", payload=payload
+    )
+
+
+def _message(said: Said) -> Any:
+    from tavern_events.ids import new_id
+    from tavern_events.message import UserMessage, UserMessagePayload
+
+    return UserMessage(
+        id=new_id(),
+        session_id=said.session_id,
+        seq=0,
+        ts=said.when,
+        source="user",
+        actor_id="user",
+        payload=UserMessagePayload(text=said.text),
+    )
+
+
+async def tell(nc: Any, p: Plan) -> dict[str, Role]:
+    """Every session and message of the plan into the session logs; returns event id -> role."""
+    from tavern_runtime.sessionlog import SessionLogWriter
+
+    writer = SessionLogWriter(nc)
+    roles: dict[str, Role] = {}
+    for s in p.sessions:
+        messages = [(said, _message(said)) for said in p.said if said.session_id == s.session_id]
+        await writer.append(s.session_id, [_created(s), *(m for _, m in messages)], expected_last=0)
+        roles.update({m.id: said.role for said, m in messages})
+    return roles
+
+
+async def evidence_of(nc: Any, p: Plan) -> dict[str, dict[str, Any]]:
+    """Every evidence row the plan's sessions left, in any state, by evidence id."""
+    from bench.memory_stack import rpc
+
+    found: dict[str, dict[str, Any]] = {}
+    for s in p.sessions:
+        reply = await rpc(nc, "query", {"session_id": s.session_id, "state": "all", "limit": 50})
+        found.update({row["evidence_id"]: row for row in reply["items"]})
+    return found
+
+
+async def injected(
+    nc: Any, p: Plan, rows_by_id: dict[str, dict[str, Any]], step: int, as_of: datetime | None
+) -> list[Item]:
+    from bench.memory_stack import rpc
+
+    body: dict[str, Any] = {
+        "session_id": p.ask_session,
+        "query": p.case.question,
+        "turn": 1,
+        "step": step,
+        "explain": True,
+    }
+    if as_of is not None:
+        body["as_of"] = as_of.isoformat()
+    reply = await rpc(nc, "recall", body)
+    items = []
+    for it in reply["items"]:
+        evidence_id = it["evidence_id"]
+        row = rows_by_id.get(evidence_id)
+        if row is None:
+            row = await _inspect(nc, evidence_id)
+            rows_by_id[evidence_id] = row
+        items.append(Item(evidence_id, it.get("source_event_id"), str(row.get("content", ""))))
+    return items
+
+
+async def _inspect(nc: Any, evidence_id: str) -> dict[str, Any]:
+    """The row of an item from outside the case's sessions, or (not an evidence row, e.g. an
+    observation) an empty one: it is then judged by the source event the recall gave."""
+    from tavern_events import subjects
+
+    body = json.dumps({"evidence_id": evidence_id}).encode()
+    reply = await nc.request(subjects.rpc("ledger", "inspect"), body, 15)
+    found: dict[str, Any] = json.loads(reply.data)
+    if "error" in found:
+        return {}
+    return found
+
+
+async def score(nc: Any, p: Plan, roles: Mapping[str, Role]) -> Outcome:
+    rows_by_id = await evidence_of(nc, p)
+    states: dict[str, list[str]] = defaultdict(list)
+    for row in rows_by_id.values():
+        if row.get("source_event_id") in roles:
+            states[row["source_event_id"]].append(row["state"])
+    now = await injected(nc, p, rows_by_id, 1, None)
+    before = await injected(nc, p, rows_by_id, 2, p.as_of)
+    return outcome(p, roles, states, now, before)
+
+
+async def run(cases: Sequence[Case]) -> tuple[list[Outcome], dict[str, Any]]:
+    import nats
+
+    from bench.memory_stack import caught_up, memory_stack, observations
+
+    t0 = (datetime.now(UTC) - timedelta(days=30)).replace(microsecond=0)
+    plans = [plan(c, i, v, t0) for v in VARIANTS for i, c in enumerate(cases)]
+    async with memory_stack() as stack:
+        nc = await nats.connect(stack.nats_url)
+        try:
+            started = time.perf_counter()
+            roles = [await tell(nc, p) for p in plans]
+            await caught_up(nc, stack)
+            fed = time.perf_counter() - started
+            print(f"  {len(plans)} plans told and ingested in {fed:.1f} s", flush=True)
+            outcomes = [await score(nc, p, r) for p, r in zip(plans, roles, strict=True)]
+            made = await observations(stack)
+        finally:
+            await nc.close()
+    return outcomes, {"ingest_s": round(fed, 1), "observations": made}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N cases per language")
+    parser.add_argument("--case", action="append", default=[], help="only this case id (repeat)")
+    return parser.parse_args(argv)
+
+
+def pick(cases: Sequence[Case], limit: int) -> list[Case]:
+    """The first `limit` cases of each language and expectation (all when 0)."""
+    if not limit:
+        return list(cases)
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    found = []
+    for c in cases:
+        counts[(c.lang, c.expect)] += 1
+        if counts[(c.lang, c.expect)] <= limit:
+            found.append(c)
+    return found
+
+
+def as_json(found: Sequence[Row], outcomes: Sequence[Outcome], extra: Mapping[str, Any]) -> Any:
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": "shipped defaults (ledger and consolidator, no model)",
+        "goal_pct": GOAL,
+        **extra,
+        "rows": [
+            {
+                "what": r.check,
+                "lang": r.lang,
+                "variant": r.variant,
+                "n": r.n,
+                "share": r.share,
+                "failed": list(r.failed),
+            }
+            for r in found
+        ],
+        "cases": [
+            {
+                "id": o.case_id,
+                "variant": o.variant,
+                "now": list(o.now_kinds),
+                "as_of": list(o.as_of_kinds),
+            }
+            for o in outcomes
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tavern_runtime.logs import configure_logging
+
+    args = parse_args(argv)
+    configure_logging("bench", level="WARNING")
+    cases = pick(load_corpus(args.corpus), args.limit)
+    if args.case:
+        cases = [c for c in cases if c.id in set(args.case)]
+        unknown = set(args.case) - {c.id for c in cases}
+        if unknown:
+            print(f"no such case: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+    unfit = problems(cases)
+    if unfit:
+        print("the corpus is unfit:\n  " + "\n  ".join(unfit), file=sys.stderr)
+        return 2
+    langs = {lang: sum(1 for c in cases if c.lang == lang) for lang in LANGS}
+    print(f"{len(cases)} cases ({langs}), variants {', '.join(VARIANTS)}; shipped defaults")
+    started = time.time()
+    outcomes, extra = asyncio.run(run(cases))
+    found = rows(outcomes)
+    print()
+    print(table(found))
+    categories = by_category(outcomes, cases)
+    print(
+        "\nby category (both languages and variants): "
+        + "; ".join(
+            f"{cat} now {v['now']:.0f}% as-of {v['as_of']:.0f}% (n={v['n']})"
+            for cat, v in categories.items()
+        )
+    )
+    print(f"observations distilled meanwhile: {extra['observations']}")
+    print(f"{time.time() - started:.0f} s, {os.cpu_count()} cpus")
+    if args.json:
+        figures = as_json(found, outcomes, {**extra, "by_category": categories})
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
