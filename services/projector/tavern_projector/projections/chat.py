@@ -32,6 +32,7 @@ FILTERS = (
     "tavern.session.*.agent.request",
     "tavern.session.*.user.message",
     "tavern.session.*.assistant.message",
+    "tavern.session.*.chat.>",
 )
 CACHE_SIZE = 256
 FLUSH_EVERY = 256
@@ -109,6 +110,9 @@ class ChatProjection(Projection):
                 await self._mark(conn, target, session_id, cached.state.last_seq, repr(revision))
                 continue
             cached.revision, cached.dirty = revision, False
+            if cached.state.moved_from is not None:  # an import renamed the chat's folder
+                files.remove(cached.state.moved_from)
+                cached.state.moved_from = None
             await save_row(conn, target, cached)
         while len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)

@@ -1,0 +1,187 @@
+"""`tavern st import` of a folder SillyTavern wrote: chats become sessions that continue."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tavern_runtime import chatimport, stchat
+from tests.integration.ledger.stores.conftest import Ledger
+from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
+from tests.integration.profiles.conftest import command
+from tests.integration.projector.conftest import Projector
+from tests.integration.projector.test_cli import tavern
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sillytavern" / "default-user"
+LONG = "chats/default_Mira/Mira - 2026-12-01@21h20m05s.jsonl"
+
+
+def session_of(relative: str) -> str:
+    path = FIXTURE / relative
+    chat = stchat.parse_chat(path.read_bytes())
+    return chatimport.session_id_for(f"{path.parent.name}/{path.name}", chat)
+
+
+async def chat_file(projector: Projector, session_id: str) -> list[dict[str, Any]]:
+    await projector.caught_up("chat")
+    row = await projector.chat_row(session_id)
+    text = projector.chat_file(row["chat_key"]).read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def unmarked(line: dict[str, Any]) -> dict[str, Any]:
+    found = json.loads(json.dumps(line))
+    found.get("extra", {}).pop("agentTavern", None)
+    found.get("chat_metadata", {}).pop("agentTavern", None)
+    return found
+
+
+async def imported_folder(projector: Projector, tmp_path: Path, *options: str) -> str:
+    folder = tmp_path / "default-user"
+    shutil.copytree(FIXTURE, folder)
+    code, out = await tavern(
+        projector, "st", "import", str(folder), "--timezone", "Europe/Berlin", *options
+    )
+    assert code == 0, out
+    return out
+
+
+async def test_a_user_folder_is_imported_then_skipped_on_a_second_run(
+    projector: Projector, tmp_path: Path
+) -> None:
+    out = await imported_folder(projector, tmp_path)
+    assert "character 'Mira'" in out
+    assert "lorebook 'Cael Point'" in out
+    assert "persona 'Ren'" in out
+    assert "persona 'Keeper'" in out
+    assert "8 lines as session" in out
+    assert "1 lines as session" in out
+    assert "group chats are not imported yet" in out
+    assert "6 imported, 2 skipped, 0 refused" in out
+    session_id = session_of(LONG)
+    log = await projector.bus.log(session_id)
+    assert [e.type for e in log[:3]] == ["session/created", "turn/start", "chat/imported"]
+    assert [e.type for e in log[-2:]] == ["turn/stopping", "turn/end"]
+    assert log[0].payload.character_id is not None, "bound to the imported card"
+    assert log[0].payload.architecture == "st"
+
+    lines = await chat_file(projector, session_id)
+    original = [json.loads(x) for x in (FIXTURE / LONG).read_text().split("\n")]
+    assert [unmarked(line) for line in lines] == original
+
+    code, again = await tavern(projector, "st", "import", str(tmp_path / "default-user"))
+    assert code == 0, again
+    assert "0 imported, 8 skipped, 0 refused" in again
+    assert "already imported as session" in again
+    assert len(await projector.bus.log(session_id)) == len(log), "nothing appended"
+
+
+async def test_an_imported_chat_continues_in_st_with_its_history(
+    projector: Projector, tmp_path: Path
+) -> None:
+    await imported_folder(projector, tmp_path)
+    session_id = session_of(LONG)
+    model = RecordingProvider()
+    await projector.bus.engine(router=recording_router(model))
+    await projector.bus.say(session_id, "Then I will wait for the thaw.")
+    log = await projector.bus.turns_ended(session_id, 2)
+    sent = model.chat()[0]
+    assert sent[1:] == [
+        {"role": "assistant", "content": "The lamp flickers as you step in."},
+        {"role": "user", "content": "Is anyone here? I saw the lamp from the shore."},
+        {
+            "role": "assistant",
+            "content": "Only me and the keeper. Come in out of the rain, and mind the steps.",
+        },
+        {"role": "assistant", "content": "Who is tracking water across my floor?"},
+        {"role": "user", "content": "Does the ferry still run in winter?"},
+        {"role": "assistant", "content": "The ferry? Not in this ice."},
+        {"role": "user", "content": "Then I will wait for the thaw."},
+    ], "hidden and narrator lines stay out; the chosen swipes are in"
+    lines = await chat_file(projector, session_id)
+    assert len(lines) == 1 + 8 + 2
+    assert lines[-2]["mes"] == "Then I will wait for the thaw."
+    assert lines[-1]["mes"] == of_type(log, "assistant/message")[-1].payload.content
+
+    await command(projector.bus, session_id, "swipe")
+    await projector.bus.turns_ended(session_id, 3)
+    lines = await chat_file(projector, session_id)
+    assert len(lines[-1]["swipes"]) == 2
+    assert lines[-1]["swipe_id"] == 1
+
+
+async def test_an_imported_chat_continues_in_agent_tavern(
+    projector: Projector, tmp_path: Path
+) -> None:
+    await imported_folder(projector, tmp_path, "--architecture", "agent-tavern")
+    session_id = session_of(LONG)
+    log = await projector.bus.log(session_id)
+    assert (log[0].payload.architecture, log[0].payload.context_mode) == (
+        "agent-tavern",
+        "dsh-native",
+    )
+    model = RecordingProvider()
+    await projector.bus.engine(router=recording_router(model))
+    await projector.bus.say(session_id, "Is there tea?")
+    await projector.bus.turns_ended(session_id, 2)
+    texts = [m.get("content") for m in model.chat()[0]]
+    assert "Does the ferry still run in winter?" in texts
+    assert "(OOC: skip the old woman for now)" not in texts, "a hidden line"
+    assert texts[-1] == "Is there tea?"
+
+
+async def test_imported_user_lines_enter_the_ledger_with_their_original_dates(
+    projector: Projector, ledger: Ledger, tmp_path: Path
+) -> None:
+    await imported_folder(projector, tmp_path)
+    session_id = session_of(LONG)
+
+    async def rows() -> list[Any] | None:
+        found = await ledger.db.fetch(
+            "SELECT content, observed_at FROM ledger.evidence WHERE session_id = $1"
+            " ORDER BY observed_at",
+            session_id,
+        )
+        return found if len(found) >= 2 else None
+
+    found = await eventually(rows, timeout=20)
+    assert [(r["content"], r["observed_at"]) for r in found] == [
+        (
+            "Is anyone here? I saw the lamp from the shore.",
+            datetime(2026, 12, 1, 20, 22, tzinfo=UTC),
+        ),
+        ("Does the ferry still run in winter?", datetime(2026, 12, 1, 20, 30, tzinfo=UTC)),
+    ]
+
+
+async def test_a_single_file_and_a_refused_one_are_reported(
+    projector: Projector, tmp_path: Path
+) -> None:
+    broken = tmp_path / "default_Mira"
+    broken.mkdir()
+    shutil.copy(FIXTURE / LONG, broken / "good.jsonl")
+    (broken / "bad.jsonl").write_text('{"user_name":"Ren","character_name":"Mira"}\n{"mes":')
+    code, out = await tavern(projector, "st", "import", str(broken))
+    assert code == 1, "a refusal is an error exit"
+    assert "refused chat default_Mira/bad.jsonl: line 2: not JSON" in out
+    assert "1 imported, 0 skipped, 1 refused" in out
+
+    (broken / "good.jsonl").write_text(
+        (FIXTURE / LONG).read_text()
+        + "\n"
+        + json.dumps(
+            {"name": "Ren", "is_user": True, "send_date": "December 2, 2026 1:00am", "mes": "more"}
+        )
+    )
+    code, out = await tavern(projector, "st", "import", str(broken / "good.jsonl"))
+    assert code == 1
+    assert "changed since it was imported" in out
+    assert "8 lines then, 9 now" in out
