@@ -53,6 +53,9 @@ class AssistantMessagePayload(Payload):
     partial: bool = False
     provider: str | None = None
     model: str | None = None
+    swipes: tuple[str, ...] | None = None
+    """A greeting's versions as the card holds them (`first_mes`, then the alternate
+    greetings, macros as written); `content` is the one shown, macros expanded."""
     imported: dict[str, Any] | None = None
     """The SillyTavern chat line this reply was imported from, as the file held it (its
     `swipes`, `swipe_id`, `swipe_info`, dates and extra fields); `content` is its chosen swipe."""
@@ -62,6 +65,7 @@ class AssistantMessage(SessionEvent):
     """The assembled answer of one successful model request.
 
     `partial` marks a prefix kept after a cancelled or broken stream (never has tool calls).
+    Form `greeting`: the character's first message of a new chat (no model ran).
     """
 
     type: Literal["assistant/message"] = "assistant/message"

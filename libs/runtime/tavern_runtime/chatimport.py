@@ -52,6 +52,8 @@ HEAD = 3
 TAIL = 2
 """Events after the last line: `turn/stopping`, `turn/end`."""
 IMPORTED_REASON = "imported from SillyTavern"
+GREETING = "greeting"
+"""The form of a chat's first line when the character speaks it, as a new chat's greeting."""
 
 Status = Literal["imported", "skipped", "refused"]
 
@@ -126,7 +128,10 @@ def plan(
         imported,
     ]
     for index, (line, ts) in enumerate(zip(chat.lines, times[1:], strict=True), start=HEAD):
-        events.append(_line_event(session_id, _event_id(session_id, index), line, ts))
+        event = _line_event(session_id, _event_id(session_id, index), line, ts)
+        if index == HEAD and isinstance(event, AssistantMessage):  # the chat opens with it
+            event = event.model_copy(update={"form": GREETING})
+        events.append(event)
     end = times[-1]
     events += [
         TurnStopping(

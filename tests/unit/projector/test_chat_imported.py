@@ -103,3 +103,42 @@ def test_a_redacted_imported_line_is_blanked_and_the_event_left_as_it_was() -> N
         chat.apply(state, event, BERLIN)
     assert state.messages[1]["mes"] == chat.REDACTED
     assert events[4].payload.imported["mes"].startswith("Is anyone here?")
+
+
+def test_a_greeting_is_the_first_line_as_get_first_message_writes_it() -> None:
+    state = chat.new_chat(
+        ChatBinding("s1", "s1", "Mira", "Ren"), datetime(2026, 12, 1, tzinfo=UTC), UTC
+    )
+    greeting = AssistantMessage(
+        id="e-greet",
+        session_id="s1",
+        seq=3,
+        ts=datetime(2026, 12, 1, 21, 20, tzinfo=UTC),
+        turn=1,
+        form="greeting",
+        payload=AssistantMessagePayload(
+            content="Hello Ren.", swipes=("Hello {{user}}.", "Evening, {{user}}.")
+        ),
+    )
+    chat.apply(state, greeting, UTC)
+    (line,) = state.messages
+    assert list(line) == [
+        "name",
+        "is_user",
+        "is_system",
+        "send_date",
+        "mes",
+        "extra",
+        "swipe_id",
+        "swipes",
+        "swipe_info",
+    ]
+    assert (line["name"], line["mes"], line["swipe_id"], line["swipe_info"]) == (
+        "Mira",
+        "Hello Ren.",
+        0,
+        [],
+    )
+    assert line["swipes"] == ["Hello {{user}}.", "Evening, {{user}}."]
+    assert line["send_date"] == "December 1, 2026 9:20pm"
+    assert line["extra"]["agentTavern"]["eventSeq"] == 3

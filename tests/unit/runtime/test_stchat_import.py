@@ -142,6 +142,7 @@ def test_a_chat_becomes_a_log_of_its_lines_with_their_dates() -> None:
     assert isinstance(greeting, AssistantMessage)
     assert isinstance(user, UserMessage)
     assert greeting.payload.content == "The lamp flickers as you step in.", "the chosen swipe"
+    assert greeting.form == "greeting", "the chat opens with it, as a new chat's greeting"
     assert greeting.payload.imported is not None
     assert greeting.payload.imported["swipes"][0] == "The door creaks open."
     assert user.source == "user"

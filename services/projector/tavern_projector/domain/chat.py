@@ -12,6 +12,8 @@ Rules (what becomes a line, exactly once, keyed by the session log seq in `extra
 - A redacted message keeps its line (the chat's shape stays) with `[redacted]` as text.
 - A fork starts with a copy of the parent chat up to the fork point and names the parent chat
   in `chat_metadata.main_chat`, as a SillyTavern branch does.
+- A new chat's greeting (`assistant/message` with form `greeting`) is its first line, as
+  SillyTavern's getFirstMessage writes it: alternate greetings are its swipes.
 - A chat imported from SillyTavern (`chat/imported`) takes the file's header (its names and
   `chat_metadata`); each imported line (`chat/line`, or a message whose payload keeps the line
   it came from) is written as the file held it, fields in their order, with the provenance mark
@@ -34,6 +36,7 @@ from tavern_events.session import SessionBindingChanged
 from tavern_projector.domain import stformat
 
 REDACTED = "[redacted]"
+GREETING = "greeting"
 PROVENANCE = "agentTavern"
 
 
@@ -157,6 +160,8 @@ def _reply(state: ChatState, event: AssistantMessage, tz: tzinfo) -> None:
 
     if event.payload.imported is not None:
         _append(state, event, imported_line(state, event, event.payload.imported))
+    elif event.form == GREETING:
+        _append(state, event, greeting_line(state, event, tz))
     elif not apply_reply(state, event, tz):
         _append(state, event, assistant_line(state, event, tz))
     state.gen_started = None
@@ -181,6 +186,29 @@ def _imported_header(state: ChatState, event: ChatImported) -> None:
     )
     if state.binding.key != before and state.moved_from is None:
         state.moved_from = before
+
+
+def greeting_line(state: ChatState, event: AssistantMessage, tz: tzinfo) -> dict[str, Any] | None:
+    """A new chat's greeting as SillyTavern's getFirstMessage writes it (alternate greetings
+    as its swipes), or None when it has no text."""
+    if chat_text(event) is None:
+        return None
+    payload = event.payload
+    mark = provenance(state.binding, event)
+    line: dict[str, Any] = {
+        "name": state.binding.character,
+        "is_user": False,
+        "is_system": False,
+        "send_date": stformat.send_date(event.ts, tz),
+        "mes": _redacted(state, event, mark, payload.content),
+        "extra": {PROVENANCE: mark},
+    }
+    if payload.swipes:
+        swipes = list(payload.swipes)
+        line |= {"swipe_id": 0, "swipes": swipes, "swipe_info": []}
+        if mark.get("redacted"):
+            line["swipes"] = [REDACTED for _ in swipes]
+    return line
 
 
 def imported_line(state: ChatState, event: SessionEvent, line: dict[str, Any]) -> dict[str, Any]:
