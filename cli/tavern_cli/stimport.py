@@ -73,7 +73,7 @@ def discover(path: Path) -> list[Item]:
     if path.is_file():
         if path.suffix.lower() != ".jsonl":
             raise NotImportable(f"{path.name}: not a chat file (*.jsonl)")
-        return [Item("chat", path, path.name, path.parent.name)]
+        return [Item("chat", path, f"{path.parent.name}/{path.name}", path.parent.name)]
     if not path.is_dir():
         raise NotImportable(f"{path}: no such file or folder")
     if any((path / name).exists() for name in ("chats", "characters", "settings.json")):

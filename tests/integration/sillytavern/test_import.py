@@ -74,6 +74,8 @@ async def test_a_user_folder_is_imported_then_skipped_on_a_second_run(
     assert log[0].payload.architecture == "st"
 
     lines = await chat_file(projector, session_id)
+    row = await projector.chat_row(session_id)
+    assert row["chat_key"] == f"default_Mira/{session_id}", "SillyTavern's folder: the card stem"
     original = [json.loads(x) for x in (FIXTURE / LONG).read_text().split("\n")]
     assert [unmarked(line) for line in lines] == original
 
@@ -160,6 +162,28 @@ async def test_imported_user_lines_enter_the_ledger_with_their_original_dates(
         ),
         ("Does the ferry still run in winter?", datetime(2026, 12, 1, 20, 30, tzinfo=UTC)),
     ]
+
+
+async def test_a_new_chat_with_an_imported_card_is_filed_under_its_file_stem(
+    projector: Projector, tmp_path: Path
+) -> None:
+    await imported_folder(projector, tmp_path)
+    (card,) = [row async for row in _characters(projector)]
+    await projector.bus.engine()
+    await command(projector.bus, "fresh", "create", architecture="st", character_id=card)
+    await projector.bus.say("fresh", "Hello?")
+    await projector.bus.turns_ended("fresh", 2)
+    await projector.caught_up("chat")
+    row = await projector.chat_row("fresh")
+    assert row["chat_key"] == "default_Mira/fresh"
+    lines = projector.chat_file(row["chat_key"]).read_text().splitlines()
+    assert json.loads(lines[1])["mes"] == "The door creaks open.", "the greeting first"
+
+
+async def _characters(projector: Projector) -> Any:
+    async with projector.pool.acquire() as conn:
+        for row in await conn.fetch("SELECT asset_id FROM projector.characters"):
+            yield row["asset_id"]
 
 
 async def test_a_single_file_and_a_refused_one_are_reported(

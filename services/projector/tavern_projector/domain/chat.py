@@ -52,14 +52,17 @@ class ChatBinding:
     context_mode: str | None = "dsh-native"
     parent_session_id: str | None = None
     forked_at_seq: int | None = None
+    folder: str | None = None
+    """The card's file stem (SillyTavern's chats folder for it); else the character's name."""
 
     @property
     def directory(self) -> str:
-        return stformat.safe_name(self.character)
+        return self.folder or stformat.safe_name(self.character)
 
     @property
     def key(self) -> str:
-        """`<character>/<chat id>`: the chat's path under the chats directory, minus `.jsonl`."""
+        """`<card file stem>/<chat id>`: the chat's path under the chats directory, minus
+        `.jsonl`."""
         return f"{self.directory}/{self.chat_id}"
 
 

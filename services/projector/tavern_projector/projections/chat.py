@@ -186,7 +186,8 @@ class ChatProjection(Projection):
                 first.session_id, first.session_id, self.names.character, self.names.user
             )
         p = first.payload
-        character = await asset_name(conn, "characters", p.character_id) or self.names.character
+        card = await character_row(conn, p.character_id)
+        character = (card["name"] if card else None) or self.names.character
         user = await asset_name(conn, "personas", p.persona_id) or self.names.user
         return ChatBinding(
             first.session_id,
@@ -197,6 +198,7 @@ class ChatProjection(Projection):
             p.context_mode,
             p.parent_session_id,
             p.forked_at_seq,
+            card["file_stem"] if card else None,
         )
 
     async def _fork_lines(
@@ -240,6 +242,7 @@ class ChatProjection(Projection):
 
 
 def binding_of(row: Any) -> ChatBinding:
+    folder = str(row["chat_key"] or "").rpartition("/")[0]
     return ChatBinding(
         row["session_id"],
         row["chat_id"],
@@ -249,6 +252,7 @@ def binding_of(row: Any) -> ChatBinding:
         row["context_mode"],
         row["parent_session_id"],
         row["forked_at_seq"],
+        folder or None,
     )
 
 
@@ -305,6 +309,17 @@ async def asset_name(conn: Conn, table: str, asset_id: str | None) -> str | None
         asset_id,
     )
     return str(found) if found is not None else None
+
+
+async def character_row(conn: Conn, asset_id: str | None) -> Any:
+    """The bound card's name and file stem (by id, or by name as a client may give it)."""
+    if asset_id is None:
+        return None
+    return await conn.fetchrow(
+        "SELECT name, file_stem FROM projector.characters WHERE asset_id = $1"
+        " OR lower(name) = lower($1) ORDER BY asset_id = $1 DESC LIMIT 1",
+        asset_id,
+    )
 
 
 async def redacted_seqs(conn: Conn, session_id: str) -> set[int]:
