@@ -329,7 +329,8 @@ def _scene(row: Any, request: SceneRequest) -> dict[str, Any]:
 SESSION_COLUMNS = """s.session_id, s.architecture, s.context_mode, s.chat_id, s.character_id,
     s.parent_session_id, s.turns, s.turns_completed, s.turns_cancelled, s.turns_failed,
     s.open_turn, s.prompt_tokens, s.completion_tokens, s.total_tokens, s.created_at,
-    s.last_activity, s.last_seq, COALESCE(c.status, 'ok') AS chat_status, c.chat_key, c.error"""
+    s.last_activity, s.last_seq, COALESCE(c.status, 'ok') AS chat_status, c.chat_key, c.error,
+    c.edited_outside_at"""
 
 
 async def sessions_list(pool: Pool, raw: Any) -> dict[str, Any]:
@@ -346,7 +347,7 @@ async def sessions_list(pool: Pool, raw: Any) -> dict[str, Any]:
 
 def _session(r: Any) -> dict[str, Any]:
     found = dict(r)
-    for key in ("created_at", "last_activity"):
+    for key in ("created_at", "last_activity", "edited_outside_at"):
         found[key] = found[key].isoformat() if found[key] else None
     found["needs_repair"] = found.pop("chat_status") == "needs_repair"
     return found
