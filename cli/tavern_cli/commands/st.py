@@ -1,4 +1,5 @@
-"""`tavern st import PATH`: bring chats, cards, lorebooks and personas in from SillyTavern.
+"""`tavern st import PATH` brings chats, cards, lorebooks and personas in from SillyTavern;
+`tavern st export DIR` writes them out as a SillyTavern user data folder.
 
     tavern st import ~/SillyTavern/data/default-user          a whole user data folder
     tavern st import ~/SillyTavern/data/default-user/chats/default_Seraphina   one character
@@ -19,10 +20,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tavern_cli import initialise
-from tavern_cli.commands.replay import add_server_options, endpoints_of, projector_settings
+from tavern_cli.commands.replay import (
+    add_server_options,
+    connections,
+    endpoints_of,
+    projector_settings,
+)
 from tavern_cli.endpoints import nats_connection
 from tavern_cli.rundir import data_dir_from_env
 from tavern_cli.stimport import Importer, Item, Report, discover, line_count
+from tavern_projector import export
+from tavern_projector.export import Exported
 from tavern_runtime.chatimport import ChatTarget
 from tavern_runtime.errors import TavernError
 
@@ -53,10 +61,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     imports.add_argument("--check", action="store_true", help="validate only; publish nothing")
     add_server_options(imports)
+    exports = sub.add_parser(
+        "export", help="write a SillyTavern user data folder: cards, chats, worlds, personas"
+    )
+    exports.add_argument("dir", type=Path)
+    exports.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    add_server_options(exports)
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     initialise.quiet_logging()
+    if args.st_command == "export":
+        return _export(args)
     console = Console()
     try:
         tz = ZoneInfo(args.timezone) if args.timezone else projector_settings().tz
@@ -100,6 +116,32 @@ async def _import(
         async with nats_connection(endpoints_of(args)) as nc:
             importer.nc = nc
             return await importer.run(items)
+
+
+def _export(args: argparse.Namespace) -> int:
+    console = Console()
+    dest: Path = args.dir
+    if dest.exists() and any(dest.iterdir()) and not args.force:
+        console.print(f"[red]tavern st: {dest} is not empty; pass --force to write into it[/red]")
+        return 1
+    try:
+        done = asyncio.run(_export_to(args, dest))
+    except TavernError as exc:
+        console.print(f"[red]tavern st: {exc.message}[/red]")
+        return 1
+    for note in done.notes:
+        console.print(f"[yellow]{escape(note)}[/yellow]")
+    console.print(
+        f"[green]exported[/green] {done.characters} characters, {done.chats} chats, "
+        f"{done.worlds} worlds, {done.personas} personas to {escape(str(dest))}"
+    )
+    return 0
+
+
+async def _export_to(args: argparse.Namespace, dest: Path) -> Exported:
+    settings = projector_settings()
+    async with connections(args, needs_nats=False) as (pool, _):
+        return await export.export_folder(pool, settings.chats_dir, settings.data_dir, dest)
 
 
 def show(console: Console, report: Report) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tavern_projector.domain import cards, png
 from tavern_runtime import chatimport, stchat
 from tests.integration.ledger.stores.conftest import Ledger
 from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
@@ -209,3 +210,37 @@ async def test_a_single_file_and_a_refused_one_are_reported(
     assert code == 1
     assert "changed since it was imported" in out
     assert "8 lines then, 9 now" in out
+
+
+async def test_an_export_is_a_sillytavern_folder_with_the_files_it_would_write(
+    projector: Projector, tmp_path: Path
+) -> None:
+    await imported_folder(projector, tmp_path)
+    await projector.caught_up("chat", "assets")
+    out_dir = tmp_path / "exported"
+    code, out = await tavern(projector, "st", "export", str(out_dir))
+    assert code == 0, out
+    assert "exported 1 characters, 2 chats, 1 worlds, 2 personas" in out
+
+    card = (out_dir / "characters" / "default_Mira.png").read_bytes()
+    original = (FIXTURE / "characters" / "default_Mira.png").read_bytes()
+    assert [c for c in png.read_chunks(card) if c.kind != b"tEXt"] == [
+        c for c in png.read_chunks(original) if c.kind != b"tEXt"
+    ], "the card's own image"
+    assert cards.decode_file(card).name == "Mira"
+
+    session_id = session_of(LONG)
+    exported = (out_dir / "chats" / "default_Mira" / f"{session_id}.jsonl").read_bytes()
+    assert not exported.endswith(b"\n"), "saveChat writes no trailing newline"
+    lines = [unmarked(json.loads(line)) for line in exported.split(b"\n")]
+    again = "\n".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) for x in lines)
+    assert again.encode() == (FIXTURE / LONG).read_bytes(), "SillyTavern's own bytes"
+
+    world = json.loads((out_dir / "worlds" / "Cael Point.json").read_text())
+    assert world["entries"]["1"]["content"] == "No ferry runs when the harbour is iced."
+    personas = json.loads((out_dir / "personas.json").read_text())
+    assert sorted(personas["personas"].values()) == ["Keeper", "Ren"]
+
+    code, again_out = await tavern(projector, "st", "export", str(out_dir))
+    assert code == 1
+    assert "not empty" in again_out
