@@ -27,8 +27,9 @@ from tavern_runtime.chatimport import ChatTarget, Status
 from tavern_runtime.errors import TavernError
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 
-ItemKind = Literal["character", "lorebook", "personas", "chat", "group"]
+ItemKind = Literal["character", "lorebook", "persona", "personas", "chat", "group"]
 CARD_SUFFIXES = (".png", ".json", ".charx")
+"""SillyTavern keeps cards as PNG; JSON and CHARX cards are read too."""
 GROUPS_SKIPPED = "group chats are not imported yet"
 
 
@@ -99,6 +100,8 @@ def _user_folder(root: Path) -> list[Item]:
     items += [Item("lorebook", p, rel(p)) for p in _files(root / "worlds") if p.suffix == ".json"]
     if (root / "settings.json").is_file():
         items.append(Item("personas", root / "settings.json", "settings.json"))
+    if (root / "personas.json").is_file():  # a persona backup, as `tavern st export` writes
+        items.append(Item("persona", root / "personas.json", "personas.json"))
     for folder in sorted(p for p in (root / "chats").glob("*") if p.is_dir()):
         items += [Item("chat", p, rel(p), folder.name) for p in sorted(folder.glob("*.jsonl"))]
     for name in ("groups", "group chats"):
@@ -177,21 +180,26 @@ class Importer:
             self.report.add(item.source, item.kind, "refused", f"cannot read: {exc.strerror}")
 
     async def _asset(self, item: Item) -> None:
-        kind: cards.AssetKind = "character" if item.kind == "character" else "lorebook"
+        kinds: dict[str, cards.AssetKind] = {"character": "character", "persona": "persona"}
+        kind = kinds.get(item.kind, "lorebook")
         if self.nc is None:
-            asset = importer.read_asset(item.path, kind)
-            self._known(item, asset)
-            self.report.add(item.source, kind, "imported", f"valid: {_described(asset)} (check)")
+            for asset in importer.read_assets(item.path, kind):
+                self._known(item, asset)
+                why = f"valid: {_described(asset)} (check)"
+                self.report.add(item.source, kind, "imported", why)
             return
-        published = await importer.import_file(self.nc.jetstream(), item.path, self.data_dir, kind)
-        self._known(item, published.asset)
-        status: Status = "skipped" if published.duplicate else "imported"
-        verb = "already imported" if published.duplicate else "imported"
-        self.report.add(item.source, kind, status, f"{verb}: {_described(published.asset)}")
+        js = self.nc.jetstream()
+        for published in await importer.import_all(js, item.path, self.data_dir, kind):
+            self._known(item, published.asset)
+            status: Status = "skipped" if published.duplicate else "imported"
+            verb = "already imported" if published.duplicate else "imported"
+            self.report.add(item.source, kind, status, f"{verb}: {_described(published.asset)}")
 
     def _known(self, item: Item, asset: cards.ImportedAsset) -> None:
         if asset.kind == "character":
             self.characters[item.stem] = asset.asset_id
+        elif asset.kind == "persona":
+            self.personas[asset.name] = asset.asset_id
 
     async def _personas(self, item: Item) -> None:
         try:
@@ -215,8 +223,11 @@ class Importer:
         if self.nc is None:
             self.report.add(where, "persona", "imported", f"valid: {_described(asset)} (check)")
             return
+        js = self.nc.jetstream()
         event = importer.event_for(asset, item.path.name, None, datetime.now(UTC))
-        _, duplicate = await importer.publish(self.nc.jetstream(), event)
+        duplicate = await importer.known_import(js, asset) is not None
+        if not duplicate:
+            _, duplicate = await importer.publish(js, event)
         verb = "already imported" if duplicate else "imported"
         self.report.add(
             where, "persona", "skipped" if duplicate else "imported", f"{verb}: {_described(asset)}"

@@ -244,3 +244,32 @@ async def test_an_export_is_a_sillytavern_folder_with_the_files_it_would_write(
     code, again_out = await tavern(projector, "st", "export", str(out_dir))
     assert code == 1
     assert "not empty" in again_out
+
+
+async def test_a_known_card_is_already_imported_and_a_backup_brings_each_persona(
+    projector: Projector, tmp_path: Path
+) -> None:
+    card = FIXTURE / "characters" / "default_Mira.png"
+    code, out = await tavern(projector, "card", "import", str(card))
+    assert code == 0, out
+    assert "imported character 'Mira'" in out
+    stored = (await projector.bus.js.stream_info("ASSETS")).state.messages
+    code, out = await tavern(projector, "card", "import", str(card))
+    assert (code, "already imported character 'Mira'" in out) == (0, True)
+    assert "(chara_card_v2, sha256" in out, "its real source format"
+    assert (await projector.bus.js.stream_info("ASSETS")).state.messages == stored
+
+    backup = tmp_path / "personas.json"
+    backup.write_text(
+        json.dumps(
+            {
+                "personas": {"ren.png": "Ren", "k.png": "Keeper"},
+                "persona_descriptions": {"ren.png": {"description": "A traveller."}},
+                "default_persona": "ren.png",
+            }
+        )
+    )
+    code, out = await tavern(projector, "card", "import", str(backup))
+    assert code == 0, out
+    assert "imported persona 'Ren'" in out
+    assert "imported persona 'Keeper'" in out

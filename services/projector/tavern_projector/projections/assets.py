@@ -73,7 +73,9 @@ async def upsert_character(conn: Conn, target: Target, event: AssetImported | As
                source_format = COALESCE(EXCLUDED.source_format, {table}.source_format),
                image_locator = EXCLUDED.image_locator, updated_at = EXCLUDED.updated_at,
                file_stem = COALESCE(EXCLUDED.file_stem, {table}.file_stem)
-            WHERE {table}.content_hash <> EXCLUDED.content_hash""",
+            WHERE {table}.content_hash <> EXCLUDED.content_hash
+               OR {table}.source_format IS DISTINCT FROM
+                  COALESCE(EXCLUDED.source_format, {table}.source_format)""",
         event.asset_id,
         p.name,
         json.dumps(p.content),
