@@ -43,11 +43,15 @@ class Item:
     """A chat's character folder: the card's file stem."""
 
 
+Shown = Status | Literal["valid"]
+"""What a file's row says; `valid` when only checked (`--check`)."""
+
+
 @dataclass(frozen=True)
 class Row:
     source: str
     kind: str
-    status: Status
+    status: Shown
     reason: str
 
 
@@ -55,10 +59,10 @@ class Row:
 class Report:
     rows: list[Row] = field(default_factory=list)
 
-    def add(self, source: str, kind: str, status: Status, reason: str) -> None:
+    def add(self, source: str, kind: str, status: Shown, reason: str) -> None:
         self.rows.append(Row(source, kind, status, reason))
 
-    def count(self, status: Status) -> int:
+    def count(self, status: Shown) -> int:
         return sum(1 for row in self.rows if row.status == status)
 
 
@@ -185,8 +189,7 @@ class Importer:
         if self.nc is None:
             for asset in importer.read_assets(item.path, kind):
                 self._known(item, asset)
-                why = f"valid: {_described(asset)} (check)"
-                self.report.add(item.source, kind, "imported", why)
+                self.report.add(item.source, kind, "valid", _described(asset))
             return
         js = self.nc.jetstream()
         for published in await importer.import_all(js, item.path, self.data_dir, kind):
@@ -221,7 +224,7 @@ class Importer:
             return
         self.personas[asset.name] = asset.asset_id
         if self.nc is None:
-            self.report.add(where, "persona", "imported", f"valid: {_described(asset)} (check)")
+            self.report.add(where, "persona", "valid", _described(asset))
             return
         js = self.nc.jetstream()
         event = importer.event_for(asset, item.path.name, None, datetime.now(UTC))
@@ -255,8 +258,8 @@ class Importer:
         )
         if self.nc is None:
             why = chatimport.oversized(events)
-            status: Status = "refused" if why else "imported"
-            reason = why or f"valid: {len(chat.lines)} lines as session {session_id} (check)"
+            status: Shown = "refused" if why else "valid"
+            reason = why or f"{len(chat.lines)} lines, to become session {session_id}"
             self.report.add(item.source, "chat", status, reason)
             self.advance(0, len(chat.lines))
             return

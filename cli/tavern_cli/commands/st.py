@@ -34,7 +34,7 @@ from tavern_projector.export import Exported
 from tavern_runtime.chatimport import ChatTarget
 from tavern_runtime.errors import TavernError
 
-STYLE = {"imported": "green", "skipped": "yellow", "refused": "red"}
+STYLE = {"imported": "green", "valid": "green", "skipped": "yellow", "refused": "red"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -153,7 +153,6 @@ def show(console: Console, report: Report) -> None:
             f"{escape(row.reason)}",
             soft_wrap=True,
         )
-    console.print(
-        f"{report.count('imported')} imported, {report.count('skipped')} skipped, "
-        f"{report.count('refused')} refused"
-    )
+    checked = report.count("valid")
+    first = f"{checked} valid" if checked else f"{report.count('imported')} imported"
+    console.print(f"{first}, {report.count('skipped')} skipped, {report.count('refused')} refused")
