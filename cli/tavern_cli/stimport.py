@@ -18,8 +18,10 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any, Literal
 
+import nats.errors
 from nats.aio.client import Client
 
+from tavern_events import subjects
 from tavern_projector import importer
 from tavern_projector.domain import cards
 from tavern_runtime import chatimport, stchat
@@ -236,16 +238,30 @@ class Importer:
             where, "persona", "skipped" if duplicate else "imported", f"{verb}: {_described(asset)}"
         )
 
+    async def _character_of(self, stem: str, name: Any) -> str | None:
+        """The chat's card: imported in this run (by file stem), given, or known by name."""
+        found = self.characters.get(stem) or self.target.character_id
+        if found is None and stem not in self.characters:
+            found = await _known_asset(self.nc, "character", name)
+            self.characters[stem] = found or ""
+        return found or None
+
+    async def _persona_of(self, name: Any) -> str | None:
+        if not isinstance(name, str):
+            return self.target.persona_id
+        if name not in self.personas:
+            self.personas[name] = await _known_asset(self.nc, "persona", name) or ""
+        return self.personas[name] or self.target.persona_id
+
     async def _chat(self, item: Item) -> None:
         chat = stchat.parse_chat(item.path.read_bytes())
         source = f"{item.stem}/{item.path.name}"
         session_id = chatimport.session_id_for(source, chat)
-        user = chat.header.get("user_name")
         target = ChatTarget(
             self.target.architecture,
             self.target.context_mode,
-            self.characters.get(item.stem, self.target.character_id),
-            self.personas.get(user, self.target.persona_id) if isinstance(user, str) else None,
+            await self._character_of(item.stem, chat.header.get("character_name")),
+            await self._persona_of(chat.header.get("user_name")),
         )
         events = chatimport.plan(
             chat,
@@ -272,6 +288,24 @@ class Importer:
         self.report.add(item.source, "chat", outcome.status, outcome.reason)
         if outcome.status != "imported":
             self.advance(0, len(chat.lines))
+
+
+async def _known_asset(nc: Client | None, kind: str, name: Any) -> str | None:
+    """The id of a character or persona the projector knows by this name (None: unknown, or
+    the projector did not answer)."""
+    if nc is None or not isinstance(name, str) or not name.strip():
+        return None
+    body = {"character": name[:200], "kind": kind, "fields": ["name"], "max_chars": 10}
+    try:
+        reply = await nc.request(
+            subjects.rpc("projector", "character.get"), json.dumps(body).encode(), timeout=3
+        )
+        found = json.loads(reply.data)
+    except (nats.errors.Error, ValueError):
+        return None
+    source = found.get("source") if isinstance(found, dict) else None
+    asset_id = source.get("id") if isinstance(source, dict) else None
+    return asset_id if isinstance(asset_id, str) else None
 
 
 def _mtime(path: Path) -> datetime:

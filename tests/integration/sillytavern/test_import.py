@@ -273,3 +273,20 @@ async def test_a_known_card_is_already_imported_and_a_backup_brings_each_persona
     assert code == 0, out
     assert "imported persona 'Ren'" in out
     assert "imported persona 'Keeper'" in out
+
+
+async def test_a_chats_folder_alone_is_bound_to_the_card_imported_before(
+    projector: Projector, tmp_path: Path
+) -> None:
+    code, out = await tavern(
+        projector, "card", "import", str(FIXTURE / "characters" / "default_Mira.png")
+    )
+    assert code == 0, out
+    await projector.caught_up("assets")
+    folder = tmp_path / "default_Mira"
+    shutil.copytree(FIXTURE / "chats" / "default_Mira", folder)
+    code, out = await tavern(projector, "st", "import", str(folder))
+    assert code == 0, out
+    log = await projector.bus.log(session_of(LONG))
+    assert log[0].payload.character_id == "mira-a4bd614b", "found by the chat's character name"
+    assert log[0].payload.persona_id is None, "no persona Ren is known"
