@@ -100,12 +100,13 @@ def plan(
     fallback: datetime,
     title: str | None = None,
 ) -> list[SessionEvent]:
-    """Every event of the imported session's log, in order (not yet numbered)."""
+    """Every event of the imported session's log, in order, numbered from 1."""
     times = _times(chat, tz, fallback)
     created = stchat.send_time(chat.header.get("create_date"), tz) or times[0]
     imported = ChatImported(
         id=_event_id(session_id, 2),
         session_id=session_id,
+        seq=3,
         ts=created,
         turn=IMPORT_TURN,
         payload=ChatImportedPayload(
@@ -121,6 +122,7 @@ def plan(
         TurnStarted(
             id=_event_id(session_id, 1),
             session_id=session_id,
+            seq=2,
             ts=created,
             turn=IMPORT_TURN,
             payload=TurnStartedPayload(trigger="system"),
@@ -128,15 +130,13 @@ def plan(
         imported,
     ]
     for index, (line, ts) in enumerate(zip(chat.lines, times[1:], strict=True), start=HEAD):
-        event = _line_event(session_id, _event_id(session_id, index), line, ts)
-        if index == HEAD and isinstance(event, AssistantMessage):  # the chat opens with it
-            event = event.model_copy(update={"form": GREETING})
-        events.append(event)
+        events.append(_line_event(session_id, index, line, ts))
     end = times[-1]
     events += [
         TurnStopping(
             id=_event_id(session_id, len(events)),
             session_id=session_id,
+            seq=len(events) + 1,
             ts=end,
             turn=IMPORT_TURN,
             payload=TurnStoppingPayload(reason="done", detail=IMPORTED_REASON),
@@ -144,6 +144,7 @@ def plan(
         TurnEnded(
             id=_event_id(session_id, len(events) + 1),
             session_id=session_id,
+            seq=len(events) + 2,
             ts=end,
             turn=IMPORT_TURN,
             payload=TurnEndedPayload(outcome="completed", reason=IMPORTED_REASON),
@@ -182,11 +183,13 @@ def _created(
     )
 
 
-def _line_event(session_id: str, event_id: str, line: dict[str, Any], ts: datetime) -> SessionEvent:
+def _line_event(session_id: str, index: int, line: dict[str, Any], ts: datetime) -> SessionEvent:
+    """The event of the file's line at log position `index` (0-based)."""
     kind = stchat.kind_of(line)
     common: dict[str, Any] = {
-        "id": event_id,
+        "id": _event_id(session_id, index),
         "session_id": session_id,
+        "seq": index + 1,
         "ts": ts,
         "turn": IMPORT_TURN,
     }
@@ -209,20 +212,28 @@ def _line_event(session_id: str, event_id: str, line: dict[str, Any], ts: dateti
         model=_text(extra.get("model")),
         imported=line,
     )
-    return AssistantMessage(**common, payload=reply)
+    opens = index == HEAD  # the chat's first line, spoken by the character: its greeting
+    return AssistantMessage(**common, form=GREETING if opens else None, payload=reply)
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def encoded(events: list[SessionEvent]) -> tuple[list[bytes], str | None]:
+    """Each event's bytes, and why the log cannot be written (a line too large for one
+    message, named by its line in the file), or None."""
+    found = [encode(event) for event in events]
+    for index, body in enumerate(found):
+        if len(body) > MAX_EVENT_BYTES:
+            line = index - HEAD + 2  # the header is the file's line 1
+            return found, f"line {line} is {len(body)} bytes once encoded: over {MAX_EVENT_BYTES}"
+    return found, None
+
+
 def oversized(events: list[SessionEvent]) -> str | None:
-    """Why the log cannot be written (a line too large for one message), or None."""
-    for index, event in enumerate(events):
-        size = len(encode(event))
-        if size > MAX_EVENT_BYTES:
-            return f"line {index} is {size} bytes once encoded: over {MAX_EVENT_BYTES}"
-    return None
+    """Why the log cannot be written, or None (see `encoded`)."""
+    return encoded(events)[1]
 
 
 # --- writing --------------------------------------------------------------------------------------
@@ -237,7 +248,7 @@ async def write(
     """Append the planned log; an existing import of the same file is left as it is."""
     session_id = events[0].session_id
     lines = len(events) - HEAD - TAIL
-    too_big = oversized(events)
+    payloads, too_big = encoded(events)
     if too_big is not None:
         return Outcome("refused", too_big, session_id)
     start, why = await _resume_point(writer, reader, events)
@@ -247,7 +258,8 @@ async def write(
         progress(_lines_before(start, lines))
     for first in range(start, len(events), CHUNK):
         chunk = events[first : first + CHUNK]
-        await writer.append(session_id, chunk, expected_last=first)
+        bodies = payloads[first : first + CHUNK]
+        await writer.append(session_id, chunk, expected_last=first, payloads=bodies)
         if progress is not None:
             progress(_lines_before(first + len(chunk), lines) - _lines_before(first, lines))
     done = _lines_before(start, lines)
