@@ -52,6 +52,7 @@ HEAD = 3
 TAIL = 2
 """Events after the last line: `turn/stopping`, `turn/end`."""
 IMPORTED_REASON = "imported from SillyTavern"
+CHANGED = "changed since it was imported"
 GREETING = "greeting"
 """The form of a chat's first line when the character speaks it, as a new chat's greeting."""
 
@@ -183,15 +184,23 @@ def _created(
     )
 
 
-def _line_event(session_id: str, index: int, line: dict[str, Any], ts: datetime) -> SessionEvent:
+def _line_event(
+    session_id: str,
+    index: int,
+    line: dict[str, Any],
+    ts: datetime,
+    *,
+    id_key: str | None = None,
+    turn: int = IMPORT_TURN,
+) -> SessionEvent:
     """The event of the file's line at log position `index` (0-based)."""
     kind = stchat.kind_of(line)
     common: dict[str, Any] = {
-        "id": _event_id(session_id, index),
+        "id": _event_id(id_key or session_id, index),
         "session_id": session_id,
         "seq": index + 1,
         "ts": ts,
-        "turn": IMPORT_TURN,
+        "turn": turn,
     }
     if kind in (stchat.HIDDEN, stchat.SYSTEM):
         reason: Literal["hidden", "system"] = "hidden" if kind == stchat.HIDDEN else "system"
@@ -212,7 +221,7 @@ def _line_event(session_id: str, index: int, line: dict[str, Any], ts: datetime)
         model=_text(extra.get("model")),
         imported=line,
     )
-    opens = index == HEAD  # the chat's first line, spoken by the character: its greeting
+    opens = index == HEAD and turn == IMPORT_TURN  # the chat's first line: its greeting
     return AssistantMessage(**common, form=GREETING if opens else None, payload=reply)
 
 
@@ -252,6 +261,10 @@ async def write(
     if too_big is not None:
         return Outcome("refused", too_big, session_id)
     start, why = await _resume_point(writer, reader, events)
+    if why is not None and why.startswith(CHANGED):
+        grown = await _grown(reader, events)
+        if grown is not None:
+            return await write_more(writer, grown, progress)
     if why is not None:
         return Outcome("skipped" if start < 0 else "refused", why, session_id)
     if progress is not None and start > HEAD:
@@ -288,10 +301,122 @@ async def _resume_point(
     assert isinstance(planned, ChatImported)
     if found.payload.content_hash != planned.payload.content_hash:
         return 0, (
-            f"changed since it was imported as session {session_id} "
-            f"({found.payload.lines} lines then, {planned.payload.lines} now); "
-            "nothing was changed"
+            f"{CHANGED} as session {session_id} "
+            f"({await _imported_lines(reader, session_id)} lines then, "
+            f"{planned.payload.lines} now): only a chat that grew at its end, and was not "
+            "continued here, is brought up to date; nothing was changed"
         )
     if head.log_seq >= len(events) or head.event_id != events[head.log_seq - 1].id:
         return -1, f"already imported as session {session_id}"
     return head.log_seq, None
+
+
+# --- a chat that grew in SillyTavern --------------------------------------------------------------
+
+
+def line_of(event: SessionEvent) -> dict[str, Any] | None:
+    """The file line an imported event holds (None: not an imported line)."""
+    if isinstance(event, ChatLine):
+        return event.payload.line
+    if isinstance(event, UserMessage | AssistantMessage):
+        return event.payload.imported
+    return None
+
+
+async def _imported_lines(reader: SessionLogReader, session_id: str) -> int:
+    return sum(1 for e in await reader.events(session_id) if line_of(e) is not None)
+
+
+@dataclass(frozen=True)
+class Grown:
+    events: list[SessionEvent]
+    before: int
+    """Lines imported earlier."""
+
+
+async def _grown(reader: SessionLogReader, planned: list[SessionEvent]) -> Grown | None:
+    """The turn that brings an imported chat up to date, when the file only grew at its end
+    and nothing happened in the session since its last import (else None)."""
+    session_id = planned[0].session_id
+    log = await reader.events(session_id)
+    last = log[-1] if log else None
+    if not isinstance(last, TurnEnded) or last.payload.reason != IMPORTED_REASON:
+        return None  # continued here: its lines are no longer the file's to extend
+    earlier = [line for e in log if (line := line_of(e)) is not None]
+    now = [line for e in planned if (line := line_of(e)) is not None]
+    if len(now) <= len(earlier) or now[: len(earlier)] != earlier:
+        return None
+    imported = planned[HEAD - 1]
+    assert isinstance(imported, ChatImported)
+    fresh = [e for e in planned if line_of(e) is not None][len(earlier) :]
+    turn, seq = last.turn + 1, last.seq
+    key = f"{session_id}/{imported.payload.content_hash[:16]}"
+    events: list[SessionEvent] = [
+        TurnStarted(
+            id=_event_id(key, seq),
+            session_id=session_id,
+            seq=seq + 1,
+            ts=fresh[0].ts,
+            turn=turn,
+            payload=TurnStartedPayload(trigger="system"),
+        ),
+        imported.model_copy(
+            update={
+                "id": _event_id(key, seq + 1),
+                "seq": seq + 2,
+                "turn": turn,
+                "ts": fresh[0].ts,
+                "payload": imported.payload.model_copy(update={"lines": len(fresh)}),
+            }
+        ),
+    ]
+    for event in fresh:
+        line = line_of(event)
+        assert line is not None
+        index = seq + len(events)
+        events.append(_line_event(session_id, index, line, event.ts, id_key=key, turn=turn))
+    end = fresh[-1].ts
+    events += [
+        TurnStopping(
+            id=_event_id(key, seq + len(events)),
+            session_id=session_id,
+            seq=seq + len(events) + 1,
+            ts=end,
+            turn=turn,
+            payload=TurnStoppingPayload(reason="done", detail=IMPORTED_REASON),
+        ),
+        TurnEnded(
+            id=_event_id(key, seq + len(events) + 1),
+            session_id=session_id,
+            seq=seq + len(events) + 2,
+            ts=end,
+            turn=turn,
+            payload=TurnEndedPayload(outcome="completed", reason=IMPORTED_REASON),
+        ),
+    ]
+    return Grown(events, len(earlier))
+
+
+async def write_more(
+    writer: SessionLogWriter, grown: Grown, progress: Callable[[int], None] | None
+) -> Outcome:
+    """Append the lines a chat gained in SillyTavern since its import, as one more turn."""
+    events = grown.events
+    session_id = events[0].session_id
+    payloads, too_big = encoded(events)
+    if too_big is not None:
+        return Outcome("refused", too_big, session_id)
+    after = events[0].seq - 1
+    for first in range(0, len(events), CHUNK):
+        chunk = events[first : first + CHUNK]
+        bodies = payloads[first : first + CHUNK]
+        await writer.append(session_id, chunk, expected_last=after + first, payloads=bodies)
+    added = len(events) - 4
+    if progress is not None:
+        progress(grown.before + added)
+    return Outcome(
+        "imported",
+        f"{added} new lines after the {grown.before} imported before, in session {session_id}",
+        session_id,
+        added,
+    )

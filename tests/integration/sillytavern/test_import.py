@@ -120,6 +120,13 @@ async def test_an_imported_chat_continues_in_st_with_its_history(
     assert len(lines[-1]["swipes"]) == 2
     assert lines[-1]["swipe_id"] == 1
 
+    grown = tmp_path / "default-user" / LONG
+    more = {"name": "Ren", "is_user": True, "send_date": "December 2, 2026 1:00am", "mes": "x"}
+    grown.write_text(grown.read_text() + "\n" + json.dumps(more))
+    code, out = await tavern(projector, "st", "import", str(grown))
+    assert code == 1, "continued here: SillyTavern's new lines are not merged in"
+    assert "changed since it was imported" in out
+
 
 async def test_an_imported_chat_continues_in_agent_tavern(
     projector: Projector, tmp_path: Path
@@ -199,17 +206,35 @@ async def test_a_single_file_and_a_refused_one_are_reported(
     assert "refused chat default_Mira/bad.jsonl: line 2: not JSON" in out
     assert "1 imported, 0 skipped, 1 refused" in out
 
-    (broken / "good.jsonl").write_text(
-        (FIXTURE / LONG).read_text()
-        + "\n"
-        + json.dumps(
-            {"name": "Ren", "is_user": True, "send_date": "December 2, 2026 1:00am", "mes": "more"}
-        )
+    more = {"name": "Ren", "is_user": True, "send_date": "December 2, 2026 1:00am", "mes": "more"}
+    grown = (FIXTURE / LONG).read_text() + "\n" + json.dumps(more)
+    (broken / "good.jsonl").write_text(grown)
+    code, out = await tavern(projector, "st", "import", str(broken / "good.jsonl"))
+    assert code == 0, out
+    assert "1 new lines after the 8 imported before" in out, "a chat that grew in SillyTavern"
+    session_id = chatimport.session_id_for(
+        "default_Mira/good.jsonl", stchat.parse_chat((FIXTURE / LONG).read_bytes())
     )
+    log = await projector.bus.log(session_id)
+    assert [e.type for e in log[-5:]] == [
+        "turn/start",
+        "chat/imported",
+        "user/message",
+        "turn/stopping",
+        "turn/end",
+    ]
+    assert log[-3].payload.text == "more"
+    lines = await chat_file(projector, session_id)
+    assert lines[-1]["mes"] == "more"
+    assert len(lines) == 1 + 9
+
+    edited = grown.replace("Is anyone here?", "Hello? Is anyone here?")
+    (broken / "good.jsonl").write_text(edited)
     code, out = await tavern(projector, "st", "import", str(broken / "good.jsonl"))
     assert code == 1
     assert "changed since it was imported" in out
-    assert "8 lines then, 9 now" in out
+    assert "(9 lines then, 9 now)" in out
+    assert len(await projector.bus.log(session_id)) == len(log), "nothing was changed"
 
 
 async def test_an_export_is_a_sillytavern_folder_with_the_files_it_would_write(
