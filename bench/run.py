@@ -34,6 +34,7 @@ from bench import (  # noqa: F401 - importing registers benches
     load,
     loop_figures,
     projector_figures,
+    st_figures,
 )
 from bench.cluster import Cluster
 from bench.registry import REGISTRY, Bench, Env, Result, Row, Server

@@ -20,6 +20,7 @@ from tavern_cli.commands import (
     serve,
     session,
     sessions,
+    st,
     status,
     testing,
     up,
@@ -67,6 +68,11 @@ REGISTRY: dict[str, tuple[str, Configure, Run]] = {
         "import character cards (JSON, PNG), lorebooks and personas",
         card.configure,
         card.run,
+    ),
+    "st": (
+        "SillyTavern: import chats, cards, lorebooks and personas (a file or a data folder)",
+        st.configure,
+        st.run,
     ),
     "replay": (
         "rebuild a projection from the stream or the archive, with progress",

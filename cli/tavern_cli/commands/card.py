@@ -1,6 +1,7 @@
-"""`tavern card import FILE`: import a character card (JSON V1/V2/V3 or PNG), a lorebook
-(world info JSON) or a persona. The file is validated completely first; a bad field is named
-and nothing is published."""
+"""`tavern card import FILE`: import a character card (JSON V1/V2/V3, PNG or CHARX), a
+lorebook (world info JSON), a persona or a SillyTavern persona backup. The file is validated
+completely first; a bad field is named and nothing is published. A card already imported (the
+same content from the same source format) is reported as such and not published again."""
 
 from __future__ import annotations
 
@@ -32,27 +33,30 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     initialise.quiet_logging()
     console = Console()
     try:
-        asset = importer.read_asset(args.file, args.kind)
+        assets = importer.read_assets(args.file, args.kind)
         if args.check:
-            console.print(f"[green]valid[/green] {_describe(asset)}")
+            for asset in assets:
+                console.print(f"[green]valid[/green] {_describe(asset)}")
             return 0
-        published = asyncio.run(_publish(args))
+        found = asyncio.run(_publish(args))
     except FileNotFoundError:
         console.print(f"[red]tavern card: no such file {args.file}[/red]")
         return 1
     except TavernError as exc:
         console.print(f"[red]tavern card: {args.file.name} refused: {exc.message}[/red]")
         return 1
-    verb = "already imported" if published.duplicate else "imported"
-    console.print(
-        f"[green]{verb}[/green] {_describe(published.asset)} (ASSETS seq {published.stream_seq})"
-    )
+    for published in found:
+        verb = "already imported" if published.duplicate else "imported"
+        console.print(
+            f"[green]{verb}[/green] {_describe(published.asset)} "
+            f"(ASSETS seq {published.stream_seq})"
+        )
     return 0
 
 
-async def _publish(args: argparse.Namespace) -> importer.Published:
+async def _publish(args: argparse.Namespace) -> list[importer.Published]:
     async with nats_connection(endpoints_of(args)) as nc:
-        return await importer.import_file(
+        return await importer.import_all(
             nc.jetstream(timeout=10), args.file, data_dir_from_env(), args.kind
         )
 

@@ -62,11 +62,22 @@ def render(rows: list[dict[str, Any]], now: datetime) -> Table:
             f"{row['turns_completed']}✓ {row['turns_cancelled']}✗ {row['turns_failed']}!",
             f"{row['prompt_tokens']:,} in / {row['completion_tokens']:,} out",
             _ago(row["last_activity"], now),
-            "[red]needs repair[/red]" if row["needs_repair"] else (row["chat_key"] or ""),
+            _chat(row),
         )
     if not rows:
         table.add_row("[dim]no sessions yet[/dim]", *[""] * 7)
     return table
+
+
+def _chat(row: dict[str, Any]) -> str:
+    """The chat file, and whether it waits for repair or was edited outside (kept as edited;
+    the session log keeps the lines as they were)."""
+    if row["needs_repair"]:
+        return "[red]needs repair[/red]"
+    key = row["chat_key"] or ""
+    if row.get("edited_outside_at"):
+        return f"{key} [yellow]edited outside, kept[/yellow]"
+    return key
 
 
 def _binding(row: dict[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,8 @@ class UserMessagePayload(Payload):
     name: str | None = Field(default=None, max_length=128)
     input_id: Id | None = None
     attachments: tuple[Attachment, ...] = ()
+    imported: dict[str, Any] | None = None
+    """The SillyTavern chat line this message was imported from, as the file held it."""
 
 
 class UserMessage(SessionEvent):
@@ -51,12 +53,19 @@ class AssistantMessagePayload(Payload):
     partial: bool = False
     provider: str | None = None
     model: str | None = None
+    swipes: tuple[str, ...] | None = None
+    """A greeting's versions as the card holds them (`first_mes`, then the alternate
+    greetings, macros as written); `content` is the one shown, macros expanded."""
+    imported: dict[str, Any] | None = None
+    """The SillyTavern chat line this reply was imported from, as the file held it (its
+    `swipes`, `swipe_id`, `swipe_info`, dates and extra fields); `content` is its chosen swipe."""
 
 
 class AssistantMessage(SessionEvent):
     """The assembled answer of one successful model request.
 
     `partial` marks a prefix kept after a cancelled or broken stream (never has tool calls).
+    Form `greeting`: the character's first message of a new chat (no model ran).
     """
 
     type: Literal["assistant/message"] = "assistant/message"

@@ -15,6 +15,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetRemoved, AssetUpdated
+from tavern_events.chat import ChatImported, ChatLine
 from tavern_events.context import ContextCompacted
 from tavern_events.envelope import (
     AssetEvent,
@@ -59,7 +60,9 @@ SessionEventUnion = Annotated[
     | RequestProjection
     | ToolCall
     | ToolResult
-    | ContextCompacted,
+    | ContextCompacted
+    | ChatImported
+    | ChatLine,
     Field(discriminator="type"),
 ]
 InputUnion = Annotated[MessageInput | CancelInput | CommandInput, Field(discriminator="type")]

@@ -46,11 +46,14 @@ from tavern_loop import compaction
 from tavern_loop.commands import Creation, run_command
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
+from tavern_loop.domain.greeting import GREETING
 from tavern_loop.domain.history import derive_messages
+from tavern_loop.greeter import greeting_payload
 from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs
 from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
+from tavern_loop.profiles.assets import Assets
 from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
 from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.recall import RecallClient
@@ -178,6 +181,8 @@ class TurnRunner:
             return await self._end("failed", reason="internal", error=info)
 
     async def _body(self, claimed: list[PendingInput]) -> TurnEnded:
+        if self.creation is not None:
+            await self._greet()
         messages = [c for c in claimed if c.message is not None]
         command = next((c.slash for c in claimed if c.slash is not None), None)
         if command is not None:  # a command is claimed alone: a turn of its own
@@ -192,6 +197,14 @@ class TurnRunner:
             self.cancel.set()
         await self._steps(messages)
         return await self._end("completed")
+
+    async def _greet(self) -> None:
+        """A new chat opens with the character's greeting, before anything is said."""
+        state = self.held.state
+        assets = Assets(self.deps.rpc, state.session_id, state.binding)
+        payload = await greeting_payload(assets, self.deps.clock)
+        if payload is not None:
+            self.stage(self.draft(AssistantMessage, payload, form=GREETING))
 
     def _rejection(self, messages: list[PendingInput]) -> str | None:
         """The pre-step decision: a claim the loop refuses (it is consumed, no step runs)."""

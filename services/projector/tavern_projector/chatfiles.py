@@ -10,6 +10,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+ASIDE_MARK = " (edited outside "
+
 
 def revision(data: bytes) -> str:
     """A chat file's revision: base64url(sha256(bytes)), as the tavern store computes it."""
@@ -76,6 +78,36 @@ class ChatFiles:
             return found
         await asyncio.gather(*(asyncio.to_thread(write_in_order, i) for i in by_key.values()))
         return found
+
+    def stat(self, key: str) -> tuple[int, int] | None:
+        """(mtime in ns, size) of the file, or None when there is none: what tells a file
+        someone else wrote from the one written here last."""
+        try:
+            found = self.path(key).stat()
+        except FileNotFoundError:
+            return None
+        return found.st_mtime_ns, found.st_size
+
+    def aside_path(self, key: str, stamp: str) -> Path:
+        """Where an edited file is kept when its chat is rebuilt: beside it, a chat of its own
+        for SillyTavern (`<chat id> (edited outside <stamp>).jsonl`)."""
+        return self.root / f"{key}{ASIDE_MARK}{stamp}).jsonl"
+
+    def keep_aside(self, key: str, stamp: str, into: ChatFiles | None = None) -> Path | None:
+        """Copy the file to its aside name (in `into`, another chats directory, if given)."""
+        data = self.read(key)
+        if data is None:
+            return None
+        target = (into or self).aside_path(key, stamp)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return target
+
+    def asides(self) -> list[Path]:
+        """Every file kept aside so far, relative to the root."""
+        if not self.root.exists():
+            return []
+        return [p.relative_to(self.root) for p in self.root.rglob(f"*{ASIDE_MARK}*).jsonl")]
 
     def remove(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)

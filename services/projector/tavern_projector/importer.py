@@ -14,11 +14,12 @@ from pathlib import Path
 
 from nats.js import JetStreamContext
 from nats.js.api import Header
+from nats.js.errors import NotFoundError
 
 from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetImportedPayload
 from tavern_events.streams import ASSETS
-from tavern_events.union import encode
+from tavern_events.union import Decoded, decode_or_skip, encode
 from tavern_projector.domain import cards, png
 from tavern_projector.domain.cards import AssetKind, ImportedAsset
 from tavern_projector.errors import CardError
@@ -38,6 +39,11 @@ class Published:
 def read_asset(path: Path, kind: AssetKind | None = None) -> ImportedAsset:
     """The validated asset in a file (raises `CardError` naming the bad field)."""
     return cards.decode_file(path.read_bytes(), kind, path.stem)
+
+
+def read_assets(path: Path, kind: AssetKind | None = None) -> list[ImportedAsset]:
+    """Every validated asset in a file (a persona backup holds several)."""
+    return cards.decode_all(path.read_bytes(), kind, path.stem)
 
 
 def event_for(
@@ -82,10 +88,46 @@ async def publish(js: JetStreamContext, event: AssetImported) -> tuple[int, bool
 async def import_file(
     js: JetStreamContext, path: Path, data_dir: Path, kind: AssetKind | None = None
 ) -> Published:
-    """Validate `path` fully, keep its image, publish its event."""
+    """Validate `path` fully, keep its image, publish its event (the first, for a file that
+    holds several assets: `import_all` reports each)."""
+    return (await import_all(js, path, data_dir, kind))[0]
+
+
+async def import_all(
+    js: JetStreamContext, path: Path, data_dir: Path, kind: AssetKind | None = None
+) -> list[Published]:
+    """Validate every asset in `path` first, keep a card's image, then publish each one not
+    already imported (the same content from the same source format)."""
     data = await asyncio.to_thread(path.read_bytes)
-    asset = cards.decode_file(data, kind, path.stem)
-    locator = store_image(data, data_dir) if asset.kind == "character" else None
-    event = event_for(asset, path.name[:255], locator, datetime.now(UTC))
-    seq, duplicate = await publish(js, event)
-    return Published(asset, event, seq, duplicate)
+    assets = cards.decode_all(data, kind, path.stem)
+    locator = store_image(data, data_dir) if assets[0].kind == "character" else None
+    now = datetime.now(UTC)
+    found = []
+    for asset in assets:
+        event = event_for(asset, path.name[:255], locator, now)
+        known = await known_import(js, asset)
+        if known is not None:
+            found.append(Published(asset, known[0], known[1], True))
+            continue
+        seq, duplicate = await publish(js, event)
+        found.append(Published(asset, event, seq, duplicate))
+    return found
+
+
+async def known_import(
+    js: JetStreamContext, asset: ImportedAsset
+) -> tuple[AssetImported, int] | None:
+    """The asset's last event and its ASSETS seq, when it imported this very content from
+    the same source format (a re-import then changes nothing)."""
+    subject = subjects.asset_event(asset.kind, asset.asset_id, "asset/imported")
+    try:
+        msg = await js.get_last_msg(ASSETS.name, subject.rpartition(".")[0] + ".>")
+    except NotFoundError:
+        return None
+    result = decode_or_skip(msg.data or b"")
+    if not isinstance(result, Decoded) or not isinstance(result.event, AssetImported):
+        return None
+    p = result.event.payload
+    if (p.content_hash, p.source_format) != (asset.content_hash, asset.source_format):
+        return None
+    return result.event, msg.seq or 0

@@ -181,6 +181,10 @@ async def lore_search(pool: Pool, raw: Any) -> dict[str, Any]:
         case_sensitive=request.case_sensitive,
         match_whole_words=request.match_whole_words,
         recursive=request.recursive,
+        max_recursion_steps=request.max_recursion_steps,
+        truncate_over_budget=request.truncate,
+        message_count=request.message_count,
+        past=tuple((a.at, a.ids) for a in request.activations),
     )
     seed = request.seed if request.seed is not None else _seed(request.session_id, last_seq)
     outcome = activation.activate(books, chat, settings, random.Random(seed).random)
@@ -188,22 +192,28 @@ async def lore_search(pool: Pool, raw: Any) -> dict[str, Any]:
 
 
 async def _books(conn: Any, request: LoreRequest) -> list[Book]:
+    """The books asked for, the session's character's, and each character's linked world
+    (`data.extensions.world`), for a character given by id as much as through the session."""
     wanted = list(request.books)
     if request.session_id is not None:
-        character = await conn.fetchrow(
-            """SELECT c.asset_id, c.content FROM projector.sessions s
+        bound = await conn.fetchval(
+            """SELECT c.asset_id FROM projector.sessions s
                JOIN projector.characters c ON c.asset_id = s.character_id
                  OR lower(c.name) = lower(s.character_id)
                WHERE s.session_id = $1 LIMIT 1""",
             request.session_id,
         )
-        if character is not None:
-            wanted.append(character["asset_id"])
-            world = ((_json(character["content"]).get("data") or {}).get("extensions") or {}).get(
-                "world"
-            )
-            if isinstance(world, str) and world:
-                wanted.append(world)
+        if bound is not None:
+            wanted.append(str(bound))
+    characters = await conn.fetch(
+        "SELECT content FROM projector.characters WHERE asset_id = ANY($1::text[])", wanted
+    )
+    for character in characters:
+        world = ((_json(character["content"]).get("data") or {}).get("extensions") or {}).get(
+            "world"
+        )
+        if isinstance(world, str) and world:
+            wanted.append(world)
     rows = await conn.fetch(
         """SELECT asset_id, name, book FROM projector.lorebooks
            WHERE asset_id = ANY($1::text[]) OR owner_id = ANY($1::text[])
@@ -279,7 +289,7 @@ def _lore_entry(item: activation.Activated, books: list[Book]) -> dict[str, Any]
         "role": entry["role"],
         "reason": item.reason,
         "tokens": item.tokens,
-        "truncated": cut,
+        "truncated": cut or item.truncated,
     }
 
 
@@ -329,7 +339,8 @@ def _scene(row: Any, request: SceneRequest) -> dict[str, Any]:
 SESSION_COLUMNS = """s.session_id, s.architecture, s.context_mode, s.chat_id, s.character_id,
     s.parent_session_id, s.turns, s.turns_completed, s.turns_cancelled, s.turns_failed,
     s.open_turn, s.prompt_tokens, s.completion_tokens, s.total_tokens, s.created_at,
-    s.last_activity, s.last_seq, COALESCE(c.status, 'ok') AS chat_status, c.chat_key, c.error"""
+    s.last_activity, s.last_seq, COALESCE(c.status, 'ok') AS chat_status, c.chat_key, c.error,
+    c.edited_outside_at"""
 
 
 async def sessions_list(pool: Pool, raw: Any) -> dict[str, Any]:
@@ -346,7 +357,7 @@ async def sessions_list(pool: Pool, raw: Any) -> dict[str, Any]:
 
 def _session(r: Any) -> dict[str, Any]:
     found = dict(r)
-    for key in ("created_at", "last_activity"):
+    for key in ("created_at", "last_activity", "edited_outside_at"):
         found[key] = found[key].isoformat() if found[key] else None
     found["needs_repair"] = found.pop("chat_status") == "needs_repair"
     return found

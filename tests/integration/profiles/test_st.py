@@ -51,7 +51,10 @@ async def test_st_assembles_sillytaverns_prompt_without_tools(projector: Project
     assert "Old Tamsin keeps the light and distrusts strangers." in sections, "keyword activated"
     assert "The Cael Point lighthouse has 214 steps" not in system, "its keys were not said"
     assert sections[-1] == "[Start a new Chat]"
-    assert model.chat()[0][1:] == [{"role": "user", "content": ASKED}]
+    assert model.chat()[0][1:] == [
+        {"role": "assistant", "content": "The door creaks open."},
+        {"role": "user", "content": ASKED},
+    ], "the chat opens with the card's greeting"
     check_rebuilt(events, model.chat())
 
 
@@ -67,8 +70,8 @@ async def test_swipe_and_regenerate_keep_sillytaverns_chat_semantics(projector: 
     assert ended(events, 3).payload.reason == "swipe"
     assert model.chat()[1] == model.chat()[0], "the same question, asked again"
     lines = await chat_lines(projector)
-    assert len(lines) == 2
-    reply = lines[1]
+    assert len(lines) == 3, "greeting, question, reply"
+    reply = lines[2]
     assert (reply["swipe_id"], len(reply["swipes"]), reply["mes"]) == (1, 2, swiped.payload.content)
     seqs = [info["extra"]["agentTavern"]["eventSeq"] for info in reply["swipe_info"]]
     assert seqs[1] == swiped.seq
@@ -79,9 +82,45 @@ async def test_swipe_and_regenerate_keep_sillytaverns_chat_semantics(projector: 
     (regenerated,) = of_type([e for e in events if e.turn == 4], "assistant/message")
     assert regenerated.form == "regenerate"
     lines = await chat_lines(projector)
-    assert len(lines) == 2
-    assert (lines[1]["swipes"], lines[1]["swipe_id"]) == ([regenerated.payload.content], 0)
+    assert len(lines) == 3
+    assert (lines[2]["swipes"], lines[2]["swipe_id"]) == ([regenerated.payload.content], 0)
     check_rebuilt(events, model.chat())
+
+
+async def test_a_new_chat_opens_with_the_greeting_in_both_architectures(
+    projector: Projector,
+) -> None:
+    character = await import_fixture(projector, "v2_mira.png")
+    await projector.caught_up("assets")
+    model = RecordingProvider()
+    await projector.bus.engine(router=recording_router(model))
+    for session_id, architecture in (("g-st", "st"), ("g-at", "agent-tavern")):
+        await command(
+            projector.bus, session_id, "create", architecture=architecture, character_id=character
+        )
+        await projector.bus.say(session_id, ASKED)
+        events = await projector.bus.turns_ended(session_id, 2)
+        (greeting, *_) = of_type(events, "assistant/message")
+        assert greeting.form == "greeting"
+        assert greeting.turn == 1, "in the turn that created the chat"
+        assert greeting.payload.content == "The door creaks open."
+        assert greeting.payload.swipes == (
+            "The door creaks open.",
+            "The lamp flickers as you step in.",
+        )
+        await projector.caught_up("chat")
+        row = await projector.chat_row(session_id)
+        first = json.loads(projector.chat_file(row["chat_key"]).read_text().splitlines()[1])
+        assert (first["mes"], first["swipe_id"], len(first["swipes"])) == (
+            "The door creaks open.",
+            0,
+            2,
+        )
+    st_request, agent_request = model.chat()
+    assert st_request[1] == {"role": "assistant", "content": "The door creaks open."}
+    said = [m for m in agent_request if m["role"] in ("assistant", "user")]
+    assert said[0] == {"role": "assistant", "content": "The door creaks open."}
+    assert said[-1] == {"role": "user", "content": ASKED}
 
 
 async def test_swipe_is_refused_where_it_has_no_meaning(projector: Projector) -> None:

@@ -108,7 +108,7 @@ async def test_conversation_writes_a_sillytavern_chat_field_by_field(projector: 
     log = await projector.bus.turns_ended("s1", 2)
     await projector.caught_up("chat")
 
-    path = projector.chat_file("Mira/s1")
+    path = projector.chat_file("v2_mira/s1")
     data = path.read_bytes()
     header, *lines = [json.loads(line) for line in data.decode().splitlines()]
     created = log[0]
@@ -128,7 +128,7 @@ async def test_conversation_writes_a_sillytavern_chat_field_by_field(projector: 
     ]
     assert data == ("\n".join(compact) + "\n").encode(), "compact JSON, one object per line"
     row = await projector.chat_row("s1")
-    assert (row["status"], row["message_count"], row["chat_key"]) == ("ok", 4, "Mira/s1")
+    assert (row["status"], row["message_count"], row["chat_key"]) == ("ok", 4, "v2_mira/s1")
 
 
 async def test_a_message_held_by_a_lost_fetch_is_still_projected_in_order(

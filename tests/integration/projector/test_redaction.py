@@ -135,7 +135,7 @@ async def _assert_gone(projector: Projector, said: SessionEvent) -> None:
     assert archived["redacted_at"] is not None
     assert archived["redaction_reason"] == "user asked"
     assert SECRET.encode() in bytes(archived["data"]), "the archive keeps the event itself"
-    chat = projector.chat_file("Mira/s1").read_text()
+    chat = projector.chat_file("v2_mira/s1").read_text()
     assert "4417" not in chat
     assert "青鸟" not in chat
     assert '"mes":"[redacted]"' in chat

@@ -27,7 +27,7 @@ def _ignore(_: int) -> None:
 async def test_the_same_events_delivered_twice_change_nothing(projector: Projector) -> None:
     await converse(projector)
     before_files, before = files(projector.chats), await tables(projector)
-    assert before_files.keys() == {"Mira/s1.jsonl", "Mira/s2.jsonl"}
+    assert before_files.keys() == {"v2_mira/s1.jsonl", "v2_mira/s2.jsonl"}
 
     # Every SESSIONS consumer starts over: the whole stream is delivered a second time.
     for spec in catalog.CONSUMERS:
@@ -76,7 +76,7 @@ async def test_deleting_the_files_and_replaying_reproduces_them_byte_for_byte(
         assert await tables(projector) == before
     assert not Target(projector.chats).as_shadow().chats_dir.exists()
 
-    (projector.chats / "Mira" / "s2.jsonl").unlink()
+    (projector.chats / "v2_mira" / "s2.jsonl").unlink()
     chosen = operations.plan("chat", session_id="s2")
     await operations.replay(projector.pool, projector.bus.js, options, chosen, _ignore)
     assert files(projector.chats) == before_files
@@ -100,7 +100,7 @@ async def test_deleting_the_files_and_replaying_reproduces_them_byte_for_byte(
 
 async def test_a_failed_chat_is_marked_and_repair_rebuilds_it(projector: Projector) -> None:
     character = await _character(projector)
-    blocker = projector.chat_file("Mira/s1")
+    blocker = projector.chat_file("v2_mira/s1")
     blocker.mkdir(parents=True)  # the atomic rename onto a directory fails
     await projector.create_session("s1", character_id=character)
     await projector.bus.engine()

@@ -29,7 +29,7 @@ async def test_restore_rebuilds_a_deleted_stream_and_the_loop_continues(
 ) -> None:
     await converse(projector, fork=False)
     before = await stored(projector)
-    chat = projector.chat_file("Mira/s1").read_bytes()
+    chat = projector.chat_file("v2_mira/s1").read_bytes()
     with pytest.raises(ConfigurationError, match="holds"):
         await restore.restore(projector.pool, projector.bus.js, lambda n: None)
 
@@ -45,6 +45,6 @@ async def test_restore_rebuilds_a_deleted_stream_and_the_loop_continues(
     log = await projector.bus.turns_ended("s1", 3)
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
     await projector.caught_up()
-    after = projector.chat_file("Mira/s1").read_bytes()
+    after = projector.chat_file("v2_mira/s1").read_bytes()
     assert after.startswith(chat)
     assert after.count(b"\n") == chat.count(b"\n") + 2

@@ -206,3 +206,68 @@ def test_a_thousand_entries_over_twenty_messages_stay_fast() -> None:
     found = run(entries, chat, ScanSettings(scan_depth=20, token_budget=100_000))
     assert time.perf_counter() - started < 2.0
     assert len(found) > 0
+
+
+def test_recursion_guards_and_its_depth_limit() -> None:
+    chain = [
+        entry(1, ["king"], "The king has a sword."),
+        entry(2, ["sword"], "The sword came from the mountain."),
+        entry(3, ["mountain"], "The mountain sleeps."),
+    ]
+    deep = ScanSettings(scan_depth=5, recursive=True)
+    assert run(chain, ["the king"], deep) == [1, 2, 3]
+    limited = ScanSettings(scan_depth=5, recursive=True, max_recursion_steps=2)
+    assert run(chain, ["the king"], limited) == [1, 2], "two rounds: the chat, then one more"
+    excluded = [chain[0], entry(2, ["sword"], "The sword.", excludeRecursion=True)]
+    assert run(excluded, ["the king"], deep) == [1], "never activated by another entry"
+    assert run(excluded, ["the king's sword"], deep) == [1, 2], "the chat itself still does"
+    prevented = [entry(1, ["king"], "The king has a sword.", preventRecursion=True), chain[1]]
+    assert run(prevented, ["the king"], deep) == [1], "its content starts no recursion"
+
+
+def timed(
+    entries: list[dict[str, Any]], chat: list[str], past: tuple[tuple[int, tuple[str, ...]], ...]
+) -> list[int]:
+    settings = ScanSettings(scan_depth=1, message_count=len(chat), past=past)
+    return run(entries, chat, settings)
+
+
+def test_sticky_keeps_an_entry_for_n_messages_without_its_keys() -> None:
+    sticky = [entry(1, ["storm"], sticky=2)]
+    assert timed(sticky, ["the storm"], ()) == [1]
+    assert timed(sticky, ["the storm", "calm"], ((1, ("b.1",)),)) == [1]
+    assert timed(sticky, ["the storm", "calm", "calm"], ((1, ("b.1",)), (2, ("b.1",)))) == [1]
+    after = ((1, ("b.1",)), (2, ("b.1",)), (3, ("b.1",)))
+    assert timed(sticky, ["the storm", "calm", "calm", "calm"], after) == [], "not extended"
+    assert timed(sticky, ["the storm", "calm"], ((2, ("b.1",)),)) == [], "a swipe: not past"
+
+
+def test_cooldown_keeps_an_entry_off_after_it_fired_and_after_sticky() -> None:
+    cool = [entry(1, ["storm"], cooldown=2)]
+    fired = ((1, ("b.1",)),)
+    assert timed(cool, ["storm", "storm"], fired) == []
+    assert timed(cool, ["storm", "storm", "storm"], fired) == []
+    assert timed(cool, ["storm", "storm", "storm", "storm"], fired) == [1]
+    both = [entry(1, ["storm"], sticky=1, cooldown=1)]
+    assert timed(both, ["storm", "calm"], fired) == [1], "sticky first"
+    assert timed(both, ["storm", "calm", "storm"], ((1, ("b.1",)), (2, ("b.1",)))) == []
+
+
+def test_delay_counts_the_whole_chat_not_only_the_scanned_messages() -> None:
+    late = [entry(1, ["storm"], delay=5)]
+    assert run(late, ["storm"], ScanSettings(scan_depth=1, message_count=4)) == []
+    assert run(late, ["storm"], ScanSettings(scan_depth=1, message_count=5)) == [1]
+
+
+def test_an_entry_over_the_budget_is_cut_and_marked_when_asked() -> None:
+    long = entry(1, ["storm"], "x" * 700)  # 200 tokens
+    settings = ScanSettings(scan_depth=1, token_budget=50)
+    outcome = activation.activate([Book("b", [long])], [Message("", "storm")], settings, lambda: 0)
+    assert outcome.activated == []
+    cut = ScanSettings(scan_depth=1, token_budget=50, truncate_over_budget=True)
+    outcome = activation.activate([Book("b", [long])], [Message("", "storm")], cut, lambda: 0)
+    (found,) = outcome.activated
+    assert found.truncated
+    assert found.tokens == 50
+    assert activation.count_tokens(found.content) <= 50
+    assert found.content == "x" * len(found.content)

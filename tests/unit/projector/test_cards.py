@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,71 @@ def test_asset_ids_are_subject_safe_and_stable() -> None:
     assert cards.asset_id_for("character", "Mira") == cards.asset_id_for("character", "Mira")
     assert cards.asset_id_for("character", "苏青").startswith("character-")
     assert cards.asset_id_for("lorebook", "Mira") != cards.asset_id_for("character", "Mira")
+
+
+def _charx(files: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_a_charx_card_imports_with_its_v3_assets_kept() -> None:
+    card = {
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+        "data": {
+            "name": "Mira",
+            "description": "The keeper's apprentice.",
+            "personality": "",
+            "scenario": "",
+            "first_mes": "Hello.",
+            "mes_example": "",
+            "assets": [
+                {
+                    "type": "icon",
+                    "uri": "embeded://assets/icon/main.png",
+                    "name": "main",
+                    "ext": "png",
+                }
+            ],
+        },
+    }
+    data = _charx({"card.json": json.dumps(card).encode(), "assets/icon/main.png": b"\x89PNG"})
+    found = cards.decode_file(data)
+    assert (found.name, found.source_format) == ("Mira", "chara_card_v3+charx")
+    assert found.content["data"]["assets"] == card["data"]["assets"]
+
+
+def test_a_broken_charx_is_refused_naming_why() -> None:
+    with pytest.raises(CardError, match=r"no card\.json"):
+        cards.decode_file(_charx({"other.json": b"{}"}))
+    with pytest.raises(CardError, match="not valid JSON"):
+        cards.decode_file(_charx({"card.json": b"{"}))
+    with pytest.raises(CardError, match="not a valid zip"):
+        cards.decode_file(b"PK\x03\x04 broken")
+
+
+def test_a_sillytavern_persona_backup_is_each_of_its_personas() -> None:
+    backup = {
+        "personas": {"ren.png": "Ren", "k.png": "Keeper"},
+        "persona_descriptions": {"ren.png": {"description": "A traveller.", "position": 0}},
+        "default_persona": "ren.png",
+    }
+    found = cards.decode_all(json.dumps(backup).encode())
+    assert [(a.kind, a.name, a.source_format) for a in found] == [
+        ("persona", "Ren", "st_persona_backup"),
+        ("persona", "Keeper", "st_persona_backup"),
+    ]
+    assert found[0].content["description"] == "A traveller."
+    with pytest.raises(CardError, match="holds no personas"):
+        cards.decode_all(b'{"personas": {}}')
+
+
+def test_the_same_content_from_another_format_is_another_event() -> None:
+    v2 = cards.decode_file(fixture("v2_mira.json"))
+    assert replace(v2, source_format="chara_card_v3").event_id != v2.event_id

@@ -66,3 +66,14 @@ def test_render_is_compact_json_per_line_and_parses_back() -> None:
 def test_parse_names_the_bad_line(data: bytes, problem: str) -> None:
     with pytest.raises(stformat.ChatFormatError, match=problem):
         stformat.parse(data)
+
+
+def test_a_cards_chats_folder_is_its_png_file_stem() -> None:
+    from tavern_projector.domain.stformat import card_stem
+
+    assert card_stem("default_Seraphina.png") == "default_Seraphina"
+    assert card_stem("Mira.PNG") == "Mira"
+    assert card_stem("cards/x/Mira.png") == "Mira"
+    assert card_stem("mira.json") is None
+    assert card_stem(None) is None
+    assert card_stem(".png") is None

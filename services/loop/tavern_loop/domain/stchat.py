@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage, UserMessage
+from tavern_events.request import AgentRequest
 
 SWIPE = "swipe"
 REGENERATE = "regenerate"
@@ -83,3 +85,22 @@ def history_range(
     if first is None or last is None:
         return []
     return [e for e in entries if first <= e.seq <= last]
+
+
+def past_activations(
+    log: Iterable[SessionEvent], entries: Sequence[ChatEntry]
+) -> list[dict[str, Any]]:
+    """The world-info entries each earlier st request activated, with the chat's length then
+    (`{at, ids}`, oldest first): what sticky and cooldown follow from, read from the log."""
+    found = []
+    for event in log:
+        if not isinstance(event, AgentRequest):
+            continue
+        record = event.payload.params.get("st")
+        lore = record.get("lore") if isinstance(record, dict) else None
+        if not isinstance(record, dict) or not isinstance(lore, list) or not lore:
+            continue
+        last = record.get("last")
+        at = sum(1 for e in entries if isinstance(last, int) and e.seq <= last)
+        found.append({"at": at, "ids": [str(i) for i in lore]})
+    return found

@@ -67,11 +67,17 @@ class Assets:
         return found if isinstance(found, dict) else {}
 
     async def lore(
-        self, messages: list[dict[str, str]], max_tokens: int, scan_depth: int, seed: int
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        scan_depth: int,
+        seed: int,
+        timed: tuple[int, list[dict[str, Any]]] | None = None,
     ) -> list[dict[str, Any]]:
-        """World-info entries the messages activate (the character's books)."""
+        """World-info entries the messages activate (the character's books); `timed` is the
+        chat's length and its earlier activations, for delay, sticky and cooldown."""
         books = [self.binding.character_id] if self.binding.character_id else []
-        body = {
+        body: dict[str, Any] = {
             "session_id": self.session_id,
             "messages": messages,
             "books": books,
@@ -80,6 +86,8 @@ class Assets:
             "limit": 50,
             "seed": seed,
         }
+        if timed is not None:
+            body |= {"message_count": timed[0], "activations": timed[1]}
         reply = await self._call("lore.search", body)
         entries = (reply or {}).get("entries")
         return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []

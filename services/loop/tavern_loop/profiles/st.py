@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tavern_loop.domain.macros import MacroEnv
-from tavern_loop.domain.stchat import REGENERATE, SWIPE, ChatEntry, st_chat
+from tavern_loop.domain.stchat import REGENERATE, SWIPE, ChatEntry, past_activations, st_chat
 from tavern_loop.domain.stprompt import Card, LoreEntry, StInputs, assemble
 from tavern_loop.options import ProfileOptions
 from tavern_loop.profiles.assets import FIELD_CHARS, ST_CHARACTER_FIELDS, Assets, AssetsUnavailable
@@ -49,7 +49,8 @@ class StProfile:
         if form in (SWIPE, REGENERATE):
             chat = chat[:-1]  # the reply being replaced is not part of what is answered
         loaded = await self._load()
-        lore = await self._lore(chat, loaded, turn)
+        timed = (len(chat), past_activations(held.events, st_chat(held.events)))
+        lore = await self._lore(chat, loaded, turn, timed)
         env = self._env(loaded, chat, turn)
         inputs = StInputs(
             loaded.card, loaded.user, loaded.persona, lore, chat, env, self.options.st, window
@@ -73,14 +74,20 @@ class StProfile:
             self._loaded = _Loaded(card, user, str((persona or {}).get("description") or ""))
         return self._loaded
 
-    async def _lore(self, chat: Sequence[ChatEntry], loaded: _Loaded, turn: int) -> list[LoreEntry]:
+    async def _lore(
+        self,
+        chat: Sequence[ChatEntry],
+        loaded: _Loaded,
+        turn: int,
+        timed: tuple[int, list[dict[str, Any]]],
+    ) -> list[LoreEntry]:
         if self.assets.binding.character_id is None:
             return []
         said = [_said(e, loaded) for e in chat[-SCAN_MESSAGES:]]
         st = self.options.st
         try:
             found = await self.assets.lore(
-                said, st.lore_tokens, st.scan_depth, _seed(self.assets.session_id, turn)
+                said, st.lore_tokens, st.scan_depth, _seed(self.assets.session_id, turn), timed
             )
         except AssetsUnavailable as exc:
             raise ProfileUnavailable(f"the st prompt needs world info: {exc}") from exc

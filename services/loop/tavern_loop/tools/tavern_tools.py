@@ -164,6 +164,7 @@ def _lore_body(args: dict[str, Any], ctx: ToolContext) -> Body:
         "books": books,
         "limit": args["limit"],
         "max_tokens": args["maxTokens"],
+        "truncate": True,
     }
 
 

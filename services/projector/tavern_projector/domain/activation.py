@@ -6,7 +6,21 @@ must match), secondary keys by selective logic (AND ANY, NOT ALL, NOT ANY, AND A
 then pass inclusion groups, the probability roll and the token budget in candidate order
 (`order` descending, then `uid`). Keys are case-insensitive and substring-matched unless the
 entry (or the scan) asks for case sensitivity or whole words; `/regex/flags` keys are regexes.
-Sticky and cooldown timers need per-chat state and are not applied here.
+
+Timed effects, per chat, from the entries' past activations (`ScanSettings.past`: the chat's
+message count at each earlier request and the entries it activated, as the session log records
+them, so a replay reproduces them): `sticky` N keeps an entry active for the N messages after
+the one that activated it (its keys need not match, no probability roll, and re-activation while
+sticky does not extend it); `cooldown` M then keeps it from activating for M messages; `delay`
+N keeps it off until the chat has N messages. Past activations at or after the current message
+count are not past (a swipe asks again for the same message).
+
+Recursion: an activated entry's content is scanned for further entries, round after round,
+unless it has `preventRecursion`; an entry with `excludeRecursion` is never activated by such
+text; `max_recursion_steps` limits the rounds (0: until a round adds nothing).
+
+An entry over the remaining budget ends the scan; with `truncate_over_budget` (a tool that
+asked for `maxTokens`) it is returned cut to what is left, marked `truncated`.
 """
 
 from __future__ import annotations
@@ -43,6 +57,11 @@ class ScanSettings:
     max_recursion_steps: int = 0
     use_group_scoring: bool = False
     trigger: str = "normal"
+    truncate_over_budget: bool = False
+    message_count: int | None = None
+    """The chat's length (the scanned messages may be only its latest); None: their count."""
+    past: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    """Earlier activations in this chat, oldest first: (message count then, entry ids)."""
 
     @property
     def budget(self) -> int:
@@ -100,6 +119,7 @@ class Activated:
     reason: str
     tokens: int
     content: str
+    truncated: bool = False
 
 
 @dataclass
@@ -160,8 +180,11 @@ class _Scan:
     ) -> None:
         self.books, self.settings, self.rng = books, settings, rng
         self.newest_first = [_render(m, settings.include_names) for m in reversed(chat)]
-        self.message_count = len(chat)
+        self.message_count = (
+            settings.message_count if settings.message_count is not None else len(chat)
+        )
         self.candidates = candidates(books)
+        self.timed = timed_effects(self.candidates, settings.past, self.message_count)
         self.outcome = Outcome(budget=settings.budget)
         self.accepted: set[str] = set()
         self.accepted_groups: set[str] = set()
@@ -206,6 +229,12 @@ class _Scan:
         e = c.entry
         if e["disable"] or (e["triggers"] and self.settings.trigger not in e["triggers"]):
             return None
+        timed = self.timed.get(c.entry_id)
+        if timed == COOLDOWN:
+            self.outcome.dropped[c.entry_id] = COOLDOWN
+            return None
+        if timed == STICKY:
+            return STICKY
         if (e["delay"] or 0) > self.message_count or c.entry_id in self.failed:
             return None
         if level > 0 and self._excludes(c):
@@ -312,7 +341,7 @@ class _Scan:
             self.outcome.dropped[c.entry_id] = "budget"
             return None
         e = c.entry
-        if e["useProbability"] and self.rng() * 100 > e["probability"]:
+        if reason != STICKY and e["useProbability"] and self.rng() * 100 > e["probability"]:
             self.failed.add(c.entry_id)
             self.outcome.dropped[c.entry_id] = "probability"
             return None
@@ -327,15 +356,69 @@ class _Scan:
             return None
         if self.outcome.used_tokens + tokens > self.outcome.budget:
             self.overflowed = True
-            self.outcome.dropped[c.entry_id] = "budget"
-            return None
+            left = self.outcome.budget - self.outcome.used_tokens
+            if not self.settings.truncate_over_budget or left <= 0:
+                self.outcome.dropped[c.entry_id] = "budget"
+                return None
+            content, tokens = _cut(content, left), left
+            return self._accept(c, reason, content, tokens, truncated=True)
+        return self._accept(c, reason, content, tokens)
+
+    def _accept(
+        self, c: Candidate, reason: str, content: str, tokens: int, *, truncated: bool = False
+    ) -> Activated:
         self.book_used[c.book] += tokens
         self.outcome.used_tokens += tokens
         self.accepted.add(c.entry_id)
         self.accepted_groups.update(_group_names(c.entry))
-        activated = Activated(c, reason, tokens, content)
+        activated = Activated(c, reason, tokens, content, truncated)
         self.outcome.activated.append(activated)
         return activated
+
+
+def _cut(content: str, tokens: int) -> str:
+    """The longest prefix of `content` within `tokens` (SillyTavern's 3.5 characters each)."""
+    chars = int(tokens * 3.5)
+    while chars > 0 and count_tokens(content[:chars]) > tokens:
+        chars -= 1
+    return content[:chars]
+
+
+# --- timed effects --------------------------------------------------------------------------------
+
+STICKY = "sticky"
+COOLDOWN = "cooldown"
+
+
+def timed_effects(
+    found: Sequence[Candidate], past: Sequence[tuple[int, Sequence[str]]], now: int
+) -> dict[str, str]:
+    """Entry id -> `sticky` or `cooldown` at message count `now`, from earlier activations."""
+    timers = {
+        c.entry_id: (int(c.entry["sticky"] or 0), int(c.entry["cooldown"] or 0)) for c in found
+    }
+    started: dict[str, int] = {}
+    for at, ids in past:
+        if at >= now:
+            continue
+        for entry_id in ids:
+            if entry_id in timers and _state(timers[entry_id], started.get(entry_id), at) is None:
+                started[entry_id] = at
+    states = {i: _state(timers[i], start, now) for i, start in started.items()}
+    return {i: state for i, state in states.items() if state is not None}
+
+
+def _state(timer: tuple[int, int], start: int | None, now: int) -> str | None:
+    """What an effect started at message count `start` is at `now` (None: nothing)."""
+    if start is None:
+        return None
+    sticky, cooldown = timer
+    since = now - start
+    if since <= sticky and since > 0:
+        return STICKY
+    if sticky < since <= sticky + cooldown:
+        return COOLDOWN
+    return None
 
 
 # --- matching -------------------------------------------------------------------------------------

@@ -14,11 +14,11 @@ import hashlib
 import json
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tavern_events.asset import content_hash_of
-from tavern_projector.domain import lorebook, png
+from tavern_projector.domain import charx, lorebook, png
 from tavern_projector.domain.fields import Fields
 from tavern_projector.errors import CardError
 
@@ -56,9 +56,10 @@ class ImportedAsset:
 
     @property
     def event_id(self) -> str:
-        """Deterministic, so importing the same content twice is one event (`Nats-Msg-Id`)."""
-        digest = hashlib.sha256(f"{self.kind}/{self.asset_id}/{self.content_hash}".encode())
-        return f"imp-{digest.hexdigest()[:40]}"
+        """Deterministic, so importing the same content twice is one event (`Nats-Msg-Id`);
+        the same content from another source format is another event (it records that)."""
+        key = f"{self.kind}/{self.asset_id}/{self.content_hash}/{self.source_format}"
+        return f"imp-{hashlib.sha256(key.encode()).hexdigest()[:40]}"
 
 
 def asset_id_for(kind: str, name: str) -> str:
@@ -81,6 +82,11 @@ def decode_file(data: bytes, kind: AssetKind | None = None, name_hint: str = "")
         if kind not in (None, "character"):
             raise CardError("kind", f"a PNG file holds a character card, not a {kind}")
         return character(card_json_from_png(data))
+    if charx.is_charx(data):
+        if kind not in (None, "character"):
+            raise CardError("kind", f"a CHARX file holds a character card, not a {kind}")
+        card = character(charx.card_json(data))
+        return replace(card, source_format=f"{card.source_format}+charx")
     raw = _json(data, "file")
     found = kind or detect(raw)
     if found == "character":
@@ -90,9 +96,48 @@ def decode_file(data: bytes, kind: AssetKind | None = None, name_hint: str = "")
     return persona(raw)
 
 
+def decode_all(
+    data: bytes, kind: AssetKind | None = None, name_hint: str = ""
+) -> list[ImportedAsset]:
+    """Every asset in a file: one, or each persona of a SillyTavern persona backup."""
+    if not png.is_png(data) and not charx.is_charx(data) and kind in (None, "persona"):
+        raw = _json(data, "file")
+        if is_persona_backup(raw):
+            return persona_backup(raw)
+    return [decode_file(data, kind, name_hint)]
+
+
+def is_persona_backup(raw: Any) -> bool:
+    """SillyTavern's Persona panel backup: `{personas, persona_descriptions, default_persona}`."""
+    return isinstance(raw, dict) and isinstance(raw.get("personas"), dict)
+
+
+def persona_backup(raw: dict[str, Any]) -> list[ImportedAsset]:
+    """The personas of a backup (avatar -> name, with each avatar's description)."""
+    described = raw.get("persona_descriptions")
+    described = described if isinstance(described, dict) else {}
+    found = []
+    for avatar, name in raw["personas"].items():
+        about: dict[str, Any] = described.get(avatar) or {}
+        about = about if isinstance(about, dict) else {}
+        where = f"personas.{avatar}"
+        if not isinstance(name, str) or not name.strip():
+            raise CardError(where, "expected the persona's name")
+        fields = {"name": name, "description": about.get("description", "")}
+        if isinstance(about.get("position"), int):
+            fields["position"] = about["position"]
+        asset = persona(fields)
+        found.append(replace(asset, source_format="st_persona_backup"))
+    if not found:
+        raise CardError("personas", "the backup holds no personas")
+    return found
+
+
 def detect(raw: Any) -> AssetKind:
     if not isinstance(raw, dict):
         raise CardError("file", "expected a JSON object")
+    if is_persona_backup(raw):
+        return "persona"
     if "spec" in raw or "data" in raw or "first_mes" in raw:
         return "character"
     if "entries" in raw:

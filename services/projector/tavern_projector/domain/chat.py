@@ -12,15 +12,23 @@ Rules (what becomes a line, exactly once, keyed by the session log seq in `extra
 - A redacted message keeps its line (the chat's shape stays) with `[redacted]` as text.
 - A fork starts with a copy of the parent chat up to the fork point and names the parent chat
   in `chat_metadata.main_chat`, as a SillyTavern branch does.
+- A new chat's greeting (`assistant/message` with form `greeting`) is its first line, as
+  SillyTavern's getFirstMessage writes it: alternate greetings are its swipes.
+- A chat imported from SillyTavern (`chat/imported`) takes the file's header (its names and
+  `chat_metadata`); each imported line (`chat/line`, or a message whose payload keeps the line
+  it came from) is written as the file held it, fields in their order, with the provenance mark
+  added to its `extra`.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any
 
+from tavern_events.chat import ChatImported, ChatLine
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage, UserMessage
 from tavern_events.request import AgentRequest
@@ -28,6 +36,7 @@ from tavern_events.session import SessionBindingChanged
 from tavern_projector.domain import stformat
 
 REDACTED = "[redacted]"
+GREETING = "greeting"
 PROVENANCE = "agentTavern"
 
 
@@ -43,14 +52,17 @@ class ChatBinding:
     context_mode: str | None = "dsh-native"
     parent_session_id: str | None = None
     forked_at_seq: int | None = None
+    folder: str | None = None
+    """The card's file stem (SillyTavern's chats folder for it); else the character's name."""
 
     @property
     def directory(self) -> str:
-        return stformat.safe_name(self.character)
+        return self.folder or stformat.safe_name(self.character)
 
     @property
     def key(self) -> str:
-        """`<character>/<chat id>`: the chat's path under the chats directory, minus `.jsonl`."""
+        """`<card file stem>/<chat id>`: the chat's path under the chats directory, minus
+        `.jsonl`."""
         return f"{self.directory}/{self.chat_id}"
 
 
@@ -68,6 +80,8 @@ class ChatState:
     gen_started: datetime | None = None
     redacted: set[int] = field(default_factory=set)
     encoded: list[str] = field(default_factory=list)
+    moved_from: str | None = None
+    """The key the chat was written under before an import renamed it (to remove)."""
 
     def __post_init__(self) -> None:
         if len(self.encoded) != len(self.messages):
@@ -128,15 +142,87 @@ def apply(state: ChatState, event: SessionEvent, tz: tzinfo) -> ChatState:
         state.gen_started = event.ts
     elif isinstance(event, SessionBindingChanged):
         state.binding = _rebound(state.binding, event)
+    elif isinstance(event, ChatImported):
+        _imported_header(state, event)
+    elif isinstance(event, ChatLine):
+        _append(state, event, imported_line(state, event, event.payload.line))
     elif isinstance(event, UserMessage):
-        _append(state, event, user_line(state, event, tz))
+        line = event.payload.imported
+        _append(
+            state,
+            event,
+            user_line(state, event, tz) if line is None else imported_line(state, event, line),
+        )
     elif isinstance(event, AssistantMessage):
-        from tavern_projector.domain.swipes import apply_reply  # swipes build on this module
-
-        if not apply_reply(state, event, tz):
-            _append(state, event, assistant_line(state, event, tz))
-        state.gen_started = None
+        _reply(state, event, tz)
     return state
+
+
+def _reply(state: ChatState, event: AssistantMessage, tz: tzinfo) -> None:
+    from tavern_projector.domain.swipes import apply_reply  # swipes build on this module
+
+    if event.payload.imported is not None:
+        _append(state, event, imported_line(state, event, event.payload.imported))
+    elif event.form == GREETING:
+        _append(state, event, greeting_line(state, event, tz))
+    elif not apply_reply(state, event, tz):
+        _append(state, event, assistant_line(state, event, tz))
+    state.gen_started = None
+
+
+def _imported_header(state: ChatState, event: ChatImported) -> None:
+    """The file's own header (names, `chat_metadata`), marked as this session's chat."""
+    head = dict(event.payload.header)
+    metadata = head.get("chat_metadata")
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    metadata[PROVENANCE] = {"sessionId": state.binding.session_id}
+    head["chat_metadata"] = metadata
+    state.header = head
+    character, user = head.get("character_name"), head.get("user_name")
+    before = state.binding.key
+    state.binding = replace(
+        state.binding,
+        character=character
+        if isinstance(character, str) and character
+        else state.binding.character,
+        user_name=user if isinstance(user, str) and user else state.binding.user_name,
+    )
+    if state.binding.key != before and state.moved_from is None:
+        state.moved_from = before
+
+
+def greeting_line(state: ChatState, event: AssistantMessage, tz: tzinfo) -> dict[str, Any] | None:
+    """A new chat's greeting as SillyTavern's getFirstMessage writes it (alternate greetings
+    as its swipes), or None when it has no text."""
+    if chat_text(event) is None:
+        return None
+    payload = event.payload
+    mark = provenance(state.binding, event)
+    line: dict[str, Any] = {
+        "name": state.binding.character,
+        "is_user": False,
+        "is_system": False,
+        "send_date": stformat.send_date(event.ts, tz),
+        "mes": _redacted(state, event, mark, payload.content),
+        "extra": {PROVENANCE: mark},
+    }
+    if payload.swipes:
+        swipes = list(payload.swipes)
+        line |= {"swipe_id": 0, "swipes": swipes, "swipe_info": []}
+        if mark.get("redacted"):
+            line["swipes"] = [REDACTED for _ in swipes]
+    return line
+
+
+def imported_line(state: ChatState, event: SessionEvent, line: dict[str, Any]) -> dict[str, Any]:
+    """An imported line as the file held it, its `extra` carrying the provenance mark."""
+    copied = copy.deepcopy(line) if event.seq in state.redacted else dict(line)
+    extra = copied.get("extra")
+    mark = provenance(state.binding, event)
+    copied["extra"] = {**(extra if isinstance(extra, dict) else {}), PROVENANCE: mark}
+    if event.seq in state.redacted:
+        _blank(copied)
+    return copied
 
 
 def _append(state: ChatState, event: SessionEvent, line: dict[str, Any] | None) -> None:

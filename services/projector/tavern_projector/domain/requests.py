@@ -63,6 +63,15 @@ class Said(Request):
     text: str = Field(max_length=20000)
 
 
+MAX_RECURSION_STEPS = 10
+
+
+class PastActivation(Request):
+    at: int = Field(ge=0)
+    """The chat's message count when they activated."""
+    ids: tuple[str, ...] = Field(default=(), max_length=200)
+
+
 class LoreRequest(Request):
     """`tavern.rpc.projector.lore.search`: keyword activation over recent messages."""
 
@@ -77,7 +86,20 @@ class LoreRequest(Request):
     seed: int | None = None
     case_sensitive: bool = False
     match_whole_words: bool = False
-    recursive: bool = False
+    recursive: bool = True
+    """Activated entries' content activates others (SillyTavern's default)."""
+    max_recursion_steps: int = 0
+    truncate: bool = False
+    """An entry over the remaining budget comes back cut and marked, not dropped."""
+    message_count: int | None = Field(default=None, ge=0)
+    """The chat's length, for `delay` and the timed effects (default: the messages scanned)."""
+    activations: tuple[PastActivation, ...] = Field(default=(), max_length=2000)
+    """The chat's earlier activations, oldest first (sticky and cooldown follow from them)."""
+
+    @field_validator("max_recursion_steps")
+    @classmethod
+    def _steps(cls, value: int) -> int:
+        return clamp(value, 0, MAX_RECURSION_STEPS)
 
     @field_validator("scan_depth")
     @classmethod

@@ -1,7 +1,10 @@
 """SillyTavern's on-disk conventions: JSONL lines, send dates, chat file names.
 
-JSON is written the way `JSON.stringify` does (compact, non-ASCII kept), so a chat written
-here and re-saved by SillyTavern is byte-identical.
+JSON is written the way `JSON.stringify` does (compact, non-ASCII kept), one line per entry.
+A chat SillyTavern re-saves is not byte-identical: its saveChat joins the lines without a
+trailing newline, and it adds what its front end keeps (author's-note settings in
+`chat_metadata`, for one). Chats live in one folder per card, named by the card's file stem
+(`default_Seraphina.png` -> `chats/default_Seraphina/`), as SillyTavern looks for them.
 """
 
 from __future__ import annotations
@@ -77,6 +80,16 @@ def safe_name(name: str, fallback: str = "_") -> str:
     while len(cleaned.encode()) > MAX_NAME_BYTES:
         cleaned = cleaned[:-1]
     return cleaned
+
+
+def card_stem(filename: str | None) -> str | None:
+    """The chats folder SillyTavern gives a card imported from `filename`: the stem of a PNG
+    (SillyTavern keeps cards as PNG files and names the folder after the file); None for any
+    other file (SillyTavern stores such a card as `<name>.png`, so the name decides)."""
+    if not filename or not filename.lower().endswith(".png"):
+        return None
+    stem = safe_name(filename.rsplit("/", 1)[-1][: -len(".png")], "")
+    return stem or None
 
 
 def render(header: dict[str, Any], messages: Sequence[dict[str, Any]]) -> bytes:

@@ -11,7 +11,7 @@ from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetImportedPayload, AssetRemoved, AssetUpdated
 from tavern_events.envelope import AssetEvent
 from tavern_events.streams import ASSETS
-from tavern_projector.domain import cards, lorebook
+from tavern_projector.domain import cards, lorebook, stformat
 from tavern_projector.errors import CardError
 from tavern_projector.framework import Conn, Entry, Projection, Target
 from tavern_runtime.logs import get_logger
@@ -21,7 +21,8 @@ log = get_logger(__name__)
 
 class AssetsProjection(Projection):
     name: ClassVar[str] = "assets"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
+    """2: characters keep the file stem they were imported from."""
     stream: ClassVar[str] = ASSETS.name
     filters: ClassVar[tuple[str, ...]] = (subjects.ASSETS_ALL,)
     tables: ClassVar[tuple[str, ...]] = ("characters", "lorebooks", "personas")
@@ -62,15 +63,19 @@ class AssetsProjection(Projection):
 async def upsert_character(conn: Conn, target: Target, event: AssetImported | AssetUpdated) -> None:
     p, table = event.payload, target.table("characters")
     source = p.source_format if isinstance(p, AssetImportedPayload) else None
+    stem = stformat.card_stem(p.filename) if isinstance(p, AssetImportedPayload) else None
     await conn.execute(
         f"""INSERT INTO {table} (asset_id, name, content, content_hash,
-               source_format, image_locator, updated_at)
-            VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7)
+               source_format, image_locator, updated_at, file_stem)
+            VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8)
             ON CONFLICT (asset_id) DO UPDATE SET name = EXCLUDED.name,
                content = EXCLUDED.content, content_hash = EXCLUDED.content_hash,
                source_format = COALESCE(EXCLUDED.source_format, {table}.source_format),
-               image_locator = EXCLUDED.image_locator, updated_at = EXCLUDED.updated_at
-            WHERE {table}.content_hash <> EXCLUDED.content_hash""",
+               image_locator = EXCLUDED.image_locator, updated_at = EXCLUDED.updated_at,
+               file_stem = COALESCE(EXCLUDED.file_stem, {table}.file_stem)
+            WHERE {table}.content_hash <> EXCLUDED.content_hash
+               OR {table}.source_format IS DISTINCT FROM
+                  COALESCE(EXCLUDED.source_format, {table}.source_format)""",
         event.asset_id,
         p.name,
         json.dumps(p.content),
@@ -78,6 +83,7 @@ async def upsert_character(conn: Conn, target: Target, event: AssetImported | As
         source,
         p.image_locator,
         event.ts,
+        stem,
     )
     book = _embedded(event)
     await conn.execute(

@@ -1,9 +1,15 @@
 """The chat projection: SillyTavern JSONL files under `<data dir>/chats`, one per session.
 
 Files are rewritten whole and atomically; `projector.chats` records which session writes
-which file, its revision and its status. A chat whose projection fails is marked
-`needs_repair` and left alone (the session is never blocked); `tavern repair` rebuilds it
-from the log. A redelivered event is recognised by the log seq in `extra.agentTavern`.
+which file, its revision and its status. A file someone else changed since it was written here
+(SillyTavern re-saving it with another swipe chosen, an edited or deleted message, new
+`chat_metadata`) is never overwritten: the projector reads it back and continues it as it
+found it, and the chat's row records when (`edited_outside_at`). Such edits are the file's
+only: the session log, and what the model sees, keep the lines as they were.
+
+A chat whose projection fails is marked `needs_repair` and left alone (the session is never
+blocked); `tavern repair` rebuilds it from the log. A redelivered event is recognised by the
+log seq in `extra.agentTavern`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from tavern_events.envelope import SessionEvent
 from tavern_events.session import SessionCreated
 from tavern_events.streams import SESSIONS
 from tavern_projector.chatfiles import ChatFiles, swap_directories
+from tavern_projector.chatfiles import revision as file_revision
 from tavern_projector.domain import chat, stformat
 from tavern_projector.domain.chat import ChatBinding, ChatState
 from tavern_projector.framework import Conn, Entry, Projection, Target, lock_redactions
@@ -32,6 +39,7 @@ FILTERS = (
     "tavern.session.*.agent.request",
     "tavern.session.*.user.message",
     "tavern.session.*.assistant.message",
+    "tavern.session.*.chat.>",
 )
 CACHE_SIZE = 256
 FLUSH_EVERY = 256
@@ -52,6 +60,9 @@ class Cached:
     revision: str | None
     dirty: bool = False
     failed: str | None = None
+    stat: tuple[int, int] | None = None
+    """The file as written here last (mtime ns, size); another one means someone else wrote."""
+    edited_outside: bool = False
 
 
 class ChatProjection(Projection):
@@ -109,6 +120,10 @@ class ChatProjection(Projection):
                 await self._mark(conn, target, session_id, cached.state.last_seq, repr(revision))
                 continue
             cached.revision, cached.dirty = revision, False
+            cached.stat = files.stat(cached.state.binding.key)
+            if cached.state.moved_from is not None:  # an import renamed the chat's folder
+                files.remove(cached.state.moved_from)
+                cached.state.moved_from = None
             await save_row(conn, target, cached)
         while len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)
@@ -141,6 +156,10 @@ class ChatProjection(Projection):
     async def _state(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
         session_id = first.session_id
         cached = self.cache.get(session_id)
+        if cached is not None and self._edited_outside(target, cached):
+            log.warning("chat_edited_outside", session_id=session_id)
+            del self.cache[session_id]
+            cached = None
         if cached is None:
             cached = await self.load(conn, target, session_id) or await self._create(
                 conn, target, first
@@ -148,6 +167,11 @@ class ChatProjection(Projection):
             self.cache[session_id] = cached
         self.cache.move_to_end(session_id)
         return cached
+
+    def _edited_outside(self, target: Target, cached: Cached) -> bool:
+        if cached.stat is None or cached.dirty:
+            return False
+        return ChatFiles(target.chats_dir).stat(cached.state.binding.key) != cached.stat
 
     async def load(self, conn: Conn, target: Target, session_id: str) -> Cached | None:
         """A chat from its row and file (None if the session has no chat yet)."""
@@ -164,9 +188,13 @@ class ChatProjection(Projection):
             state = chat.new_chat(binding, row["created_at"], self.tz)
         else:
             state = chat.from_file(binding, *stformat.parse(data))
+            state.last_seq = max(state.last_seq, row["last_seq"] or 0)  # deleted lines stay so
         state.gen_started = row["gen_started"]
         state.redacted = await redacted_seqs(conn, session_id)
-        return Cached(state, row["created_at"], row["revision"])
+        edited = data is not None and file_revision(data) != row["revision"]
+        if edited:
+            log.warning("chat_edited_outside", session_id=session_id, key=binding.key)
+        return Cached(state, row["created_at"], row["revision"], edited_outside=edited)
 
     async def _create(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
         binding = await self._binding(conn, first)
@@ -182,7 +210,8 @@ class ChatProjection(Projection):
                 first.session_id, first.session_id, self.names.character, self.names.user
             )
         p = first.payload
-        character = await asset_name(conn, "characters", p.character_id) or self.names.character
+        card = await character_row(conn, p.character_id)
+        character = (card["name"] if card else None) or self.names.character
         user = await asset_name(conn, "personas", p.persona_id) or self.names.user
         return ChatBinding(
             first.session_id,
@@ -193,6 +222,7 @@ class ChatProjection(Projection):
             p.context_mode,
             p.parent_session_id,
             p.forked_at_seq,
+            card["file_stem"] if card else None,
         )
 
     async def _fork_lines(
@@ -209,11 +239,13 @@ class ChatProjection(Projection):
     async def forget_sessions(self, conn: Conn, target: Target, session_ids: Sequence[str]) -> None:
         rows = await conn.fetch(
             f"DELETE FROM {target.table('chats')} WHERE session_id = ANY($1::text[])"
-            " RETURNING chat_key",
+            " RETURNING chat_key, edited_outside_at",
             list(session_ids),
         )
         files = ChatFiles(target.chats_dir)
         for row in rows:
+            if row["edited_outside_at"] is not None and row["chat_key"]:
+                files.keep_aside(row["chat_key"], _stamp(row["edited_outside_at"]))
             files.remove(row["chat_key"])
         for session_id in session_ids:
             self.cache.pop(session_id, None)
@@ -224,6 +256,7 @@ class ChatProjection(Projection):
         ChatFiles(target.chats_dir).clear()
 
     async def swap(self, conn: Conn, shadow: Target) -> None:
+        await keep_edited(conn, shadow.as_live(), shadow)
         os.sync()  # the shadow's files were written without an fsync each
         await super().swap(conn, shadow)
         self.old_dir = swap_directories(shadow.as_live().chats_dir, shadow.chats_dir)
@@ -232,10 +265,32 @@ class ChatProjection(Projection):
         shutil.rmtree(getattr(self, "old_dir", shadow.chats_dir), ignore_errors=True)
 
 
+async def keep_edited(conn: Conn, live: Target, shadow: Target) -> None:
+    """Before a rebuild replaces the chats: every file edited outside, and every one kept aside
+    before, goes into the new directory aside (a rebuild writes the log's lines only)."""
+    rows = await conn.fetch(
+        f"SELECT chat_key, edited_outside_at FROM {live.table('chats')}"
+        " WHERE edited_outside_at IS NOT NULL AND chat_key <> ''"
+    )
+    old, new = ChatFiles(live.chats_dir), ChatFiles(shadow.chats_dir)
+    for row in rows:
+        if old.keep_aside(row["chat_key"], _stamp(row["edited_outside_at"]), new) is not None:
+            log.warning("edited_chat_kept_aside", chat_key=row["chat_key"])
+    for relative in old.asides():
+        target = shadow.chats_dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(live.chats_dir / relative, target)
+
+
+def _stamp(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%d@%Hh%Mm%Ss")
+
+
 # --- rows -----------------------------------------------------------------------------------------
 
 
 def binding_of(row: Any) -> ChatBinding:
+    folder = str(row["chat_key"] or "").rpartition("/")[0]
     return ChatBinding(
         row["session_id"],
         row["chat_id"],
@@ -245,6 +300,7 @@ def binding_of(row: Any) -> ChatBinding:
         row["context_mode"],
         row["parent_session_id"],
         row["forked_at_seq"],
+        folder or None,
     )
 
 
@@ -253,14 +309,18 @@ async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
     await conn.execute(
         f"""INSERT INTO {target.table("chats")} (session_id, chat_key, chat_id, character,
                user_name, architecture, context_mode, parent_session_id, forked_at_seq,
-               created_at, message_count, last_seq, gen_started, revision, status, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'ok', now())
+               created_at, message_count, last_seq, gen_started, revision, status, updated_at,
+               edited_outside_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'ok', now(),
+               CASE WHEN $15 THEN now() END)
             ON CONFLICT (session_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,
                character = EXCLUDED.character, user_name = EXCLUDED.user_name,
                architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
                message_count = EXCLUDED.message_count, last_seq = EXCLUDED.last_seq,
                gen_started = EXCLUDED.gen_started, revision = EXCLUDED.revision,
-               updated_at = now()""",
+               updated_at = now(),
+               edited_outside_at = COALESCE(EXCLUDED.edited_outside_at,
+                                            {target.table("chats")}.edited_outside_at)""",
         b.session_id,
         b.key,
         b.chat_id,
@@ -275,7 +335,9 @@ async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
         state.last_seq,
         state.gen_started,
         cached.revision,
+        cached.edited_outside,
     )
+    cached.edited_outside = False
 
 
 async def mark_needs_repair(conn: Conn, table: str, session_id: str, seq: int, error: str) -> None:
@@ -301,6 +363,17 @@ async def asset_name(conn: Conn, table: str, asset_id: str | None) -> str | None
         asset_id,
     )
     return str(found) if found is not None else None
+
+
+async def character_row(conn: Conn, asset_id: str | None) -> Any:
+    """The bound card's name and file stem (by id, or by name as a client may give it)."""
+    if asset_id is None:
+        return None
+    return await conn.fetchrow(
+        "SELECT name, file_stem FROM projector.characters WHERE asset_id = $1"
+        " OR lower(name) = lower($1) ORDER BY asset_id = $1 DESC LIMIT 1",
+        asset_id,
+    )
 
 
 async def redacted_seqs(conn: Conn, session_id: str) -> set[int]:
