@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tavern_ledger.domain.contradiction import Stated, is_correction, probe_terms, targets
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _stated(*texts: str) -> list[Stated]:
@@ -104,3 +109,20 @@ def test_probes_find_statements_that_share_only_the_attribute() -> None:
     probes = probe_terms("Actually, I moved to Berlin")
     assert "live" in probes
     assert "住在" in probe_terms("更正：我搬到上海了")
+
+
+def test_the_contradiction_corpus_is_matched_and_nothing_else_is_replaced() -> None:
+    """The corpus of bench/contradiction.py through the matcher alone: each case's correction
+    against its fact and distractors."""
+    corpus = json.loads((ROOT / "bench" / "data" / "contradiction.json").read_text())
+    right, wrongly_replaced = 0, []
+    for case in corpus["cases"]:
+        stated = [Stated("fact", case["fact"])]
+        stated += [Stated(f"d{i}", text) for i, text in enumerate(case["distractors"])]
+        got = targets(case["correction"], stated)
+        expected = ["fact"] if case["expect"] == "supersede" else []
+        right += got == expected
+        if set(got) - set(expected):
+            wrongly_replaced.append(case["id"])
+    assert right / len(corpus["cases"]) >= 0.95
+    assert len(wrongly_replaced) <= 1, wrongly_replaced  # en-preference-13 picks a distractor

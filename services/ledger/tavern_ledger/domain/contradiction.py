@@ -58,13 +58,15 @@ _STRONG_EN = re.compile(
     r"|\bnot\b.{1,40}\b(?:but|now)\b|\bi meant\b",
     re.IGNORECASE,
 )
-_STRONG_ZH = re.compile("更正|纠正|不再|改成|改为|改到|换成|换到|搬到|搬去|搬回|不对|错了|说错|不是.{1,12}而是")
+_STRONG_ZH = re.compile(
+    "更正|纠正|不再|改成|改为|改到|换成|换到|搬到|搬去|搬回|不对|错了|说错|不是.{1,12}而是"
+)
 _NEWS = re.compile(
     r"\b(?:yesterday|today|tonight|this (?:morning|afternoon|evening)|last (?:night|weekend)|"
     r"just now)\b|昨天|今天|前天|刚才|今早|昨晚|今晚",
     re.IGNORECASE,
 )
-_QUESTION = re.compile("[?？]\s*$|[吗呢嘛]\s*[。.!！]?\s*$")
+_QUESTION = re.compile(r"[?？]\s*$|[吗呢嘛]\s*[。.!！]?\s*$")
 
 
 def targets(correction: str, stated: Sequence[Stated]) -> list[str]:
@@ -165,8 +167,10 @@ _EN_NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 _NUMBER = re.compile(r"\d+(?:st|nd|rd|th|s|k|km|kg|am|pm)?")
 _PLACE = re.compile(r"\b(?:in|to|from) (?:the )?[A-Z][a-z]+")
 """A place named as the value ("in Berlin", "to Munich")."""
-_EMPLOYER = re.compile(r"\b(?:works? (?:at|for)|(?:engineer|designer|manager|nurse|doctor|"
-                       r"teacher|lawyer|developer|analyst|assistant|chef) at|joined) [A-Z]")
+_EMPLOYER = re.compile(
+    r"\b(?:works? (?:at|for)|(?:engineer|designer|manager|nurse|doctor|"
+    r"teacher|lawyer|developer|analyst|assistant|chef) at|joined) [A-Z]"
+)
 """An employer named as the value ("works at Microsoft", "an engineer at Google")."""
 _SELF_EN = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself", "we", "our"})
 _NOT_NAMES = frozenset(
