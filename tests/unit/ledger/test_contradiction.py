@@ -112,14 +112,15 @@ def test_probes_find_statements_that_share_only_the_attribute() -> None:
 
 
 def test_the_contradiction_corpus_is_matched_and_nothing_else_is_replaced() -> None:
-    """The corpus of bench/contradiction.py through the matcher alone: each case's correction
-    against its fact and distractors."""
+    """The corpus of bench/contradiction.py through the matcher alone: each case's correction,
+    told as one by its phrasing, against its fact and distractors."""
     corpus = json.loads((ROOT / "bench" / "data" / "contradiction.json").read_text())
     right, wrongly_replaced = 0, []
     for case in corpus["cases"]:
         stated = [Stated("fact", case["fact"])]
         stated += [Stated(f"d{i}", text) for i, text in enumerate(case["distractors"])]
-        got = targets(case["correction"], stated)
+        said = case["correction"]
+        got = targets(said, stated) if is_correction(said) else []
         expected = ["fact"] if case["expect"] == "supersede" else []
         right += got == expected
         if set(got) - set(expected):

@@ -18,8 +18,9 @@ from tavern_ledger.domain.text import STOPWORDS, fold, stem, terms
 
 _TASK_BRIEF = ("你是", "You are", "任务：", "项目：")
 _MARKERS_EN = re.compile(
-    r"^\W*(?:correction|actually|update|to be clear|sorry|no wait|wait)\b"
-    r"|\b(?:correction|actually|instead|no longer|any ?more|not any more|changed|switched)\b"
+    r"^\W*(?:correction|actually|update|to be clear|no wait)\b"
+    r"|\b(?:correction|actually|instead|no longer|any ?more|not any more|switched)\b"
+    r"|\bchanged (?:my|his|her|their|our|the|its|to|jobs?|roles?|teams?|schools?)\b"
     r"|\b(?:moved|relocated)\b"
     r"|\bi meant\b",
     re.IGNORECASE,
@@ -54,7 +55,8 @@ CLASS_WEIGHT = 2.0
 
 
 _STRONG_EN = re.compile(
-    r"^\W*correction\b|\bno longer\b|\bany ?more\b|\b(?:changed|switched|moved|relocated)\b"
+    r"^\W*correction\b|\bno longer\b|\bany ?more\b|\b(?:switched|moved|relocated) (?:to|from)\b"
+    r"|\bchanged (?:my|his|her|their|our|the|its|to|jobs?|roles?|teams?|schools?)\b"
     r"|\bnot\b.{1,40}\b(?:but|now)\b|\bi meant\b",
     re.IGNORECASE,
 )
@@ -74,11 +76,11 @@ def targets(correction: str, stated: Sequence[Stated]) -> list[str]:
     repetitions), or none. A question replaces nothing; a correction said only with a soft
     marker ("Actually, …", "其实…", which also open news) and telling of a day's event must
     name the attribute or the old value it replaces."""
-    if _QUESTION.search(correction.strip()):
+    if _QUESTION.search(correction.strip()) or not _one_claim(correction):
         return []
     claim = parse(correction)
     soft = not (_STRONG_EN.search(correction) or _STRONG_ZH.search(correction))
-    about = [(s, parse(s.text)) for s in stated if s.text.strip()]
+    about = [(s, parse(s.text)) for s in stated if s.text.strip() and _one_claim(s.text)]
     about = [(s, c) for s, c in about if agrees(claim.subject, c.subject)]
     weights = _rarity([c for _, c in about])
     scored = sorted(((score(claim, c, weights), s) for s, c in about), key=lambda pair: -pair[0])
@@ -106,6 +108,17 @@ class Claim:
     named_old: tuple[str, ...] = ()
     """Values the text says are no longer so ("not Max", "不是萨博")."""
     body: str = ""
+
+
+MAX_CLAIM_CHARS = 200
+"""A correction is said in a sentence or two, and only a statement that short is replaced: a
+long message holds many facts, and superseding it would take the others with it."""
+_SENTENCE_END = re.compile(r"[.!?。！？]+(?:\s|$)")
+
+
+def _one_claim(text: str) -> bool:
+    body = text.strip()
+    return len(body) <= MAX_CLAIM_CHARS and len(_SENTENCE_END.findall(body)) <= 2
 
 
 def _restates(correction: Claim, statement: Claim) -> bool:
