@@ -8,6 +8,9 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client
 
 from tavern_runtime import principals
 from tavern_runtime.errors import ConfigurationError
@@ -83,3 +86,32 @@ class Credentials:
     def principal(self, headers: Mapping[str, str] | None) -> Principal:
         """The verified principal of a message; `Unauthenticated` if none or not genuine."""
         return principals.from_headers(headers, self._key, self._clock())
+
+
+class SignedClient(Client):
+    """A nats-py client whose every publish, requests and JetStream publishes included, carries
+    a fresh token of one principal (a call that sets the header itself keeps its own). For
+    clients that act as one principal throughout: the CLI, the demo, tests."""
+
+    def __init__(self, credentials: Credentials, principal: Principal) -> None:
+        super().__init__()
+        self._credentials, self.principal = credentials, principal
+
+    async def publish(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        reply: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        signed = {HEADER: self._credentials.token(self.principal), **(headers or {})}
+        await super().publish(subject, payload, reply, signed)
+
+
+async def connect_signed(
+    servers: str | list[str], credentials: Credentials, principal: Principal, **options: Any
+) -> SignedClient:
+    """`nats.connect`, as `principal`."""
+    nc = SignedClient(credentials, principal)
+    await nc.connect(servers, **options)
+    return nc

@@ -18,12 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from tavern_events import reach
 from tavern_runtime.errors import Forbidden, Unauthenticated
 
 HEADER = "Tavern-Principal"
 """Contract name: the NATS header that carries the principal's token."""
 VERSION = "v1"
-LOCAL_OWNER = "local"
+LOCAL_OWNER = reach.LOCAL_OWNER
 """The owner of everything made before principals existed, and of what the operator makes."""
 DEFAULT_TTL_S = 300
 MAX_TTL_S = 86_400
@@ -150,7 +151,7 @@ def _principal_of(claims: Mapping[str, object]) -> Principal:
         raise Unauthenticated("the principal token names no valid principal")
     if behalf is not None and not isinstance(behalf, str):
         raise Unauthenticated("the principal token names no valid principal")
-    principal = Principal(kind, sub, behalf)  # type: ignore[arg-type]
+    principal = Principal(kind, sub, behalf)
     try:
         _check_principal(principal)
     except ValueError as exc:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -39,7 +38,7 @@ from tavern_runtime.settings import TavernSettings
 from tests.integration.loop.checks import check_log
 from tests.integration.loop.providers.openai_server import OpenAIServer
 from tests.integration.loop.providers.test_openai_provider import fast_config
-from tests.support import eventually
+from tests.support import eventually, signed_nats
 
 
 @dataclass
@@ -168,7 +167,7 @@ async def provisioned_bus(
 ) -> AsyncIterator[LoopBus]:
     """Streams, the dispatch consumer and a lease bucket with `lease_ttl_s`; engines stop at
     the end."""
-    nc = await nats.connect(nats_url)
+    nc = await signed_nats(nats_url)
     js = nc.jetstream()
     leases = BucketSpec(LEASES.name, ttl_s=lease_ttl_s, description=LEASES.description)
     await provision(js, consumers=[dispatch_consumer()], buckets=[leases])
