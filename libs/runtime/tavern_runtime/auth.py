@@ -83,9 +83,13 @@ class Credentials:
         """Headers that carry `principal` (plus any others given)."""
         return {HEADER: self.token(principal), **more}
 
-    def principal(self, headers: Mapping[str, str] | None) -> Principal:
-        """The verified principal of a message; `Unauthenticated` if none or not genuine."""
-        return principals.from_headers(headers, self._key, self._clock())
+    def principal(
+        self, headers: Mapping[str, str] | None, at: float | None = None
+    ) -> Principal:
+        """The verified principal of a message; `Unauthenticated` if none or not genuine.
+        `at`: when the message was stored, for a stored input read later (its token must
+        have been valid then); default now."""
+        return principals.from_headers(headers, self._key, self._clock() if at is None else at)
 
 
 class SignedClient(Client):
