@@ -260,12 +260,26 @@ class SessionRunner:
             held.stage(self._draft()(SessionCreated, binding))
             return None
         decided = created_binding(self.session_id, create.payload.args, profiles)
+        if "chat_id" in create.payload.args and not _may_name_chat(claim, create.input_id):
+            decided = Refusal(NAMED_CHAT_REFUSED)
         refusal = decided.reason if isinstance(decided, Refusal) else None
         if isinstance(decided, Refusal):
             decided = default_binding(self.session_id, profiles)
         decided = decided.model_copy(update=owner)
         held.stage(self._draft()(SessionCreated, decided, causation_id=create.input_id))
         return Creation(refusal)
+
+
+NAMED_CHAT_REFUSED = (
+    "/create: only the operator binds a new session to an existing chat (a chat and its "
+    "memory belong to the user who made it)"
+)
+
+
+def _may_name_chat(claim: list[PendingInput], create_id: str) -> bool:
+    """Whether the sender of the `create` may name its chat: only the operator may."""
+    sender = next((p.principal for p in claim if p.input_id == create_id), None)
+    return sender is not None and sender.kind == "operator"
 
 
 def _creator(items: list[PendingInput]) -> str:
