@@ -66,15 +66,31 @@ class Credentials:
 
     def __init__(
         self,
-        key: bytes,
+        key: bytes | Callable[[], bytes],
         clock: Callable[[], float] = time.time,
         ttl_s: float = principals.DEFAULT_TTL_S,
     ) -> None:
-        self._key, self._clock, self._ttl = principals.check_key(key), clock, ttl_s
+        self._load = key if callable(key) else (lambda: key)
+        self._loaded: bytes | None = None
+        self._clock, self._ttl = clock, ttl_s
+        if not callable(key):
+            self.ensure()
 
     @classmethod
     def of(cls, settings: TavernSettings) -> Credentials:
-        return cls(load_key(settings))
+        """The deployment's credentials, the key read on first use (`ensure` reads it now):
+        building an app opens nothing, not even the key file."""
+        return cls(lambda: load_key(settings))
+
+    def ensure(self) -> bytes:
+        """Read and check the key now (once); `ConfigurationError` or ValueError if unusable."""
+        if self._loaded is None:
+            self._loaded = principals.check_key(self._load())
+        return self._loaded
+
+    @property
+    def _key(self) -> bytes:
+        return self.ensure()
 
     def token(self, principal: Principal) -> str:
         return principals.mint(principal, self._key, self._clock(), self._ttl)
@@ -83,9 +99,7 @@ class Credentials:
         """Headers that carry `principal` (plus any others given)."""
         return {HEADER: self.token(principal), **more}
 
-    def principal(
-        self, headers: Mapping[str, str] | None, at: float | None = None
-    ) -> Principal:
+    def principal(self, headers: Mapping[str, str] | None, at: float | None = None) -> Principal:
         """The verified principal of a message; `Unauthenticated` if none or not genuine.
         `at`: when the message was stored, for a stored input read later (its token must
         have been valid then); default now."""

@@ -170,7 +170,8 @@ class Ledger:
         self.recaller = Recaller(
             self.pool, recall_settings(settings), self.semantic, creation=self._creation
         )
-        self.access = Access(credentials or Credentials.of(settings), self.pool)
+        self.credentials = credentials or Credentials.of(settings)
+        self.access = Access(self.credentials, self.pool)
         self.rights = Rights(self.pool, gate)
         self.transfer = Transfer(self.pool, gate)
         self.observations = Observations(self.pool, gate)
@@ -191,7 +192,9 @@ class Ledger:
 
     async def start(self) -> None:
         """After the broker connected: publish leftover facts, start ingesting, and turn
-        messages that exhausted their deliveries into dead letters."""
+        messages that exhausted their deliveries into dead letters. Without an auth key the
+        service stops here: it could answer no request."""
+        self.credentials.ensure()
         await self.relay.flush()
         await self._rebuild_postings()
         self.consumer.start(self._broker.connection, self.js())

@@ -87,7 +87,9 @@ class LoopEngine:
 
     async def start(self) -> None:
         """Connect and dispatch; until provisioning has run, wait for it in the background
-        (readiness reports what is missing) instead of failing the service."""
+        (readiness reports what is missing) instead of failing the service. Without an auth
+        key it fails: it could take no input."""
+        self._credentials.ensure()
         self._conn = conn = await connect(self.settings, f"{self._name}-engine")
         try:
             kv = await self._provisioned(conn)

@@ -18,7 +18,6 @@ from tavern_events import subjects
 from tavern_projector import queries
 from tavern_projector.access import Access, Asker
 from tavern_projector.core import Core
-from tavern_runtime.auth import Credentials
 from tavern_runtime.context import Message
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
@@ -45,7 +44,7 @@ OWNED: dict[str, Callable[[Any, Any, str | None], Awaitable[dict[str, Any]]]] = 
 
 def register(broker: NatsBroker, core: Core) -> None:
     """Bind every handler of the service to `broker` (and every projection to its consumer)."""
-    access = Access(Credentials.of(core.settings))
+    access = Access(core.credentials)
     broker.subscriber(subjects.rpc(SERVICE, "ping"), queue=RPC_QUEUE)(ping)
     for runner in core.runners:  # archive, chat, history, sessions, memory, assets
         core.consume(runner)
