@@ -27,6 +27,27 @@ def add_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def take_option(argv: list[str], skip: tuple[str, ...]) -> tuple[str | None, list[str]]:
+    """`--user NAME` (or `--user=NAME`) wherever it stands, e.g. after `tavern ledger query`,
+    and the arguments without it; untouched for the commands in `skip` (`tavern test` hands
+    its arguments to pytest)."""
+    if argv and argv[0] in skip:
+        return None, argv
+    user: str | None = None
+    rest: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--user":
+            user = next(words, None)
+            if user is None:
+                raise SystemExit("tavern: --user needs a NAME")
+        elif word.startswith("--user="):
+            user = word.partition("=")[2]
+        else:
+            rest.append(word)
+    return user, rest
+
+
 def act_as(user: str | None) -> None:
     """Act as `user` from now on (None: the operator)."""
     if user is None:

@@ -29,13 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    user, given = identity.take_option(given, NO_PRINCIPAL)
+    args, extra = parser.parse_known_args(given)
     if args.command is None:
         parser.print_help()
         sys.exit(2)
     _help, _configure, run = REGISTRY[args.command]
     if extra and not getattr(args, "accepts_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    identity.act_as(getattr(args, "user", None))
+    identity.act_as(user or getattr(args, "user", None))
     runner: Callable[[argparse.Namespace, list[str]], int] = run
     sys.exit(runner(args, extra))

@@ -4,12 +4,14 @@ request without a principal, or with a forged or expired one, is refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import nats
 import pytest
 
+from tavern_cli.main import main
 from tavern_events import subjects
 from tavern_runtime import principals
 from tavern_runtime.auth import Credentials
@@ -198,3 +200,32 @@ async def test_bobs_session_naming_alices_chat_gets_none_of_its_memory(
     assert "Miso" not in str(recalled)
     # (the loop, the only writer of session logs, refuses a user's session naming a chat:
     # tests/integration/loop/test_access.py)
+
+
+async def tavern(*argv: str) -> int:
+    """Run the `tavern` command in a thread (it runs its own event loop); its exit code."""
+
+    def run() -> int:
+        try:
+            main(list(argv))
+        except SystemExit as exit_:
+            return int(exit_.code or 0)
+        return 0
+
+    return await asyncio.to_thread(run)
+
+
+async def test_the_cli_acts_as_the_operator_or_as_the_user_it_is_told(
+    ledger: LedgerBus, nats_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await alice_and_bob(ledger)
+    query = ("ledger", "query", "--scope", "chat_a", "--nats-url", nats_url)
+    assert await tavern(*query, "--user", "bob") == 1
+    out, err = capsys.readouterr()
+    assert "refused: forbidden" in err
+    assert "Miso" not in out
+    for who in (("--user", "alice"), ()):
+        assert await tavern(*query, *who) == 0
+        assert "My cat is called Miso" in capsys.readouterr().out
+    [refusal] = await refusals(ledger, "user:bob")
+    assert refusal["scope_id"] == "chat_a"
