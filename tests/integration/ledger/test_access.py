@@ -229,3 +229,30 @@ async def test_the_cli_acts_as_the_operator_or_as_the_user_it_is_told(
         assert "My cat is called Miso" in capsys.readouterr().out
     [refusal] = await refusals(ledger, "user:bob")
     assert refusal["scope_id"] == "chat_a"
+
+
+async def test_two_users_of_one_character_each_recall_only_their_own_chats(
+    ledger: LedgerBus,
+) -> None:
+    """Under the shipped reach (every chat with the character), the character's memory is the
+    owner's: Alice's other chats with Mira recall her fact, Bob's chat with Mira does not."""
+    events = [
+        session_created("a1", chat_id="chat-a1", character_id="mira", owner="alice"),
+        user_message("a1", 2, "My sister Ines works as a pediatric nurse in Porto"),
+        session_created("a2", chat_id="chat-a2", character_id="mira", owner="alice"),
+        session_created("b1", chat_id="chat-b1", character_id="mira", owner="bob"),
+        user_message("b1", 2, "I live in Lyon and grow tomatoes"),
+    ]
+    last = 0
+    for event in events:
+        last = await ledger.publish(event)  # type: ignore[arg-type]
+    await ledger.ingested_through(last)
+    question = "what does Ines do? where do I live?"
+    alice = await ledger.rpc("recall", headers=ALICE, session_id="a2", query=question)
+    assert "pediatric nurse in Porto" in alice["text"]
+    assert "Lyon" not in alice["text"]
+    bob = await ledger.rpc("recall", headers=BOB, session_id="b1", query=question)
+    assert "Porto" not in bob["text"]
+    assert "Lyon" in bob["text"]
+    scopes = {r["session_id"]: r["scope_id"] for r in await ledger.evidence()}
+    assert scopes["a1"] != scopes["b1"]
