@@ -9,6 +9,7 @@ then find the owner of what the request names, then the ownership rule of
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from tavern_ledger.domain.records import AuditEntry
@@ -28,11 +29,15 @@ REFUSED = "access_refused"
 """The audit op of a refused request."""
 ANONYMOUS = "unauthenticated"
 """The actor of a refusal whose request proved no principal."""
+REMEMBERED_OWNERS = 16_384
+"""Sessions whose owner is kept in memory: a session's owner never changes (it comes from its
+one `session/created`), so recall and the store RPCs need not ask Postgres each time."""
 
 
 class Access:
     def __init__(self, credentials: Credentials, pool: PoolSource) -> None:
         self._credentials, self._pool = credentials, pool
+        self._owners: OrderedDict[str, str] = OrderedDict()
 
     async def principal(self, headers: Mapping[str, str] | None, op: str) -> Principal:
         """The request's principal; a request without a genuine one is audited and refused."""
@@ -47,11 +52,23 @@ class Access:
         session's creation has not reached the ledger (the caller may catch up and ask again)."""
         if principal.kind == "operator":
             return
-        async with connection(self._pool) as conn:
-            owner = await owners.of_session(conn, session_id)
+        owner = await self._owner_of_session(session_id)
         if owner is None and principal.user is not None:
             raise UnknownSession(f"session {session_id!r} has no binding (yet)")
         await self._check(principal, owner, op, f"session {session_id!r}", session_id, session_id)
+
+    async def _owner_of_session(self, session_id: str) -> str | None:
+        known = self._owners.get(session_id)
+        if known is not None:
+            self._owners.move_to_end(session_id)
+            return known
+        async with connection(self._pool) as conn:
+            owner = await owners.of_session(conn, session_id)
+        if owner is not None:
+            self._owners[session_id] = owner
+            if len(self._owners) > REMEMBERED_OWNERS:
+                self._owners.popitem(last=False)
+        return owner
 
     async def scope(self, principal: Principal, scope_id: str, op: str) -> None:
         if principal.kind == "operator":

@@ -77,6 +77,7 @@ class StoreHandlers:
     def __init__(self, broker: NatsBroker, settings: LedgerSettings) -> None:
         self.broker = broker
         self.credentials = Credentials.of(settings)
+        self.access: Access | None = None
         self.global_enabled = settings.ledger_global_scope
         self.gate = partial(memory_gate, config=gate_config(settings))
         self.limits = StoreLimits(
@@ -93,7 +94,7 @@ class StoreHandlers:
             msg: Message, resources: ServiceResources = Context(RESOURCES_KEY)
         ) -> rpc.Reply:
             ctx = self._context(resources)
-            access = Access(self.credentials, partial(_pool, resources))
+            access = self._access(resources)
             reply = await rpc.serve(ctx, self.limiter, op, msg.body, access, msg.headers)
             if op.writes and "error" not in reply:  # facts an earlier publish left behind
                 await outbox.flush(ctx.pool, ctx.publish)
@@ -101,6 +102,12 @@ class StoreHandlers:
 
         handle.__name__ = f"{op.name.replace('.', '_')}_rpc"
         return handle
+
+    def _access(self, resources: ServiceResources) -> Access:
+        """One per app, so the session owners it learns are kept across requests."""
+        if self.access is None:
+            self.access = Access(self.credentials, partial(_pool, resources))
+        return self.access
 
     def _context(self, resources: ServiceResources) -> StoreContext:
         return StoreContext(
