@@ -30,7 +30,7 @@ RPC_QUEUE = f"{SERVICE}-rpc"
 
 
 def _actor(body: Any, who: Principal) -> Actor:
-    return Actor(body.actor if who.kind == "operator" else who.label, body.reason)
+    return Actor(body.actor if who.user is None else who.label, body.reason)
 
 
 async def _curator(ledger: Ledger, who: Principal, op: str) -> None:
@@ -39,8 +39,8 @@ async def _curator(ledger: Ledger, who: Principal, op: str) -> None:
 
 
 async def _listing(ledger: Ledger, who: Principal, op: str, scope_id: str | None) -> None:
-    if scope_id is None:
-        await ledger.access.operator(who, op, f"{op} across every scope")
+    if scope_id is None:  # every scope's: the consolidator's (its rule views) or the operator's
+        await ledger.access.curator(who, op)
     else:
         await ledger.access.scope(who, scope_id, op)
 

@@ -32,9 +32,9 @@ from tavern_runtime.principals import Principal
 
 
 def _actor(body: Any, principal: Principal) -> Actor:
-    """The audit's actor: the name the operator gives, else the principal itself (a user
-    cannot sign the trail with another name)."""
-    name = body.actor if principal.kind == "operator" else principal.label
+    """The audit's actor: the name the operator or a service on its own account gives, else
+    the principal itself (a user cannot sign the trail with another name)."""
+    name = body.actor if principal.user is None else principal.label
     return Actor(name, body.reason)
 
 
