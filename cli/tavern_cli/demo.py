@@ -10,8 +10,8 @@ from typing import TextIO
 from tavern_cli import identity
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_events.ids import new_id
-from tavern_runtime.bus import login_options
 from tavern_runtime.auth import Credentials, connect_signed
+from tavern_runtime.bus import login_options
 
 SCRIPT: tuple[str, ...] = (
     "Hello! I'm Ada, and I sail a small boat called Nautilus on weekends.",
@@ -44,9 +44,7 @@ async def play(
     in the URL), with that user's inbox prefix."""
     login = login_options(user, password, nats_url)
     signer = credentials or identity.credentials()
-    nc = await connect_signed(
-        nats_url, signer, identity.principal(), name="tavern-demo", **login
-    )
+    nc = await connect_signed(nats_url, signer, identity.principal(), name="tavern-demo", **login)
     session_id = f"demo-{new_id()[-12:]}"
     renderer = (
         Renderer(out, colour, prefix) if out is not None else Renderer(colour=colour, prefix=prefix)

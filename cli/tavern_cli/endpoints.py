@@ -16,9 +16,9 @@ from nats.aio.client import Client
 
 from tavern_cli import identity
 from tavern_cli.rundir import Layout, read_servers
+from tavern_runtime.auth import connect_signed
 from tavern_runtime.bus import login_options
 from tavern_runtime.credentials import read_credentials
-from tavern_runtime.auth import connect_signed
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.secretscan import redact_url
 from tavern_runtime.settings import TavernSettings
