@@ -195,7 +195,8 @@ async def test_bobs_session_naming_alices_chat_gets_none_of_its_memory(
     await ledger.ingested_through(last)
     await eventually(lambda: bound(ledger, "b2"), timeout=10)
     reply = await ledger.rpc("memory.search", headers=BOB, session_id="b2", query="locker")
-    assert reply["error"]["code"] == "scope_forbidden"
+    assert reply["error"]["code"] == "forbidden"
+    assert "belongs to another user" in reply["error"]["message"]
     recalled = await ledger.rpc("recall", headers=BOB, session_id="b2", query="cat Miso")
     assert "Miso" not in str(recalled)
     # (the loop, the only writer of session logs, refuses a user's session naming a chat:
