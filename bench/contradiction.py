@@ -469,14 +469,13 @@ async def score(nc: Any, p: Plan, roles: Mapping[str, Role]) -> Outcome:
 
 
 async def run(cases: Sequence[Case]) -> tuple[list[Outcome], dict[str, Any]]:
-    import nats
-
+    from bench.ledger import signed
     from bench.memory_stack import caught_up, memory_stack, observations
 
     t0 = (datetime.now(UTC) - timedelta(days=30)).replace(microsecond=0)
     plans = [plan(c, i, v, t0) for v in VARIANTS for i, c in enumerate(cases)]
     async with memory_stack() as stack:
-        nc = await nats.connect(stack.nats_url)
+        nc = await signed(stack.nats_url)  # the loop for the local owner
         try:
             started = time.perf_counter()
             roles = [await tell(nc, p) for p in plans]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import random
+import secrets
 import shutil
 import tempfile
 import time
@@ -41,6 +42,8 @@ from tavern_ledger.ingest import PART, parts, prepare
 from tavern_ledger.ledger import gate_config
 from tavern_ledger.store import evidence as evidence_store
 from tavern_ledger.store import ingest as ingest_store
+from tavern_runtime import principals
+from tavern_runtime.auth import Credentials, connect_signed
 from tavern_runtime.embedded import EmbeddedNats
 from tavern_runtime.migrations import migrate
 from tavern_runtime.provision import provision
@@ -181,6 +184,17 @@ def _nats_server() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+BENCH_KEY = secrets.token_hex(32)
+"""The auth key of the in-process ledger: requests are signed and checked as shipped."""
+LOOP_FOR_LOCAL = principals.service("loop").acting_for(principals.LOCAL_OWNER)
+"""Who asks for recall: the loop in a session of the local owner, as in `tavern up`."""
+
+
+async def signed(url: str, principal: principals.Principal = LOOP_FOR_LOCAL) -> Any:
+    """A client whose every request carries `principal`, signed with the bench's key."""
+    return await connect_signed(url, Credentials(BENCH_KEY.encode()), principal)
+
+
 @contextlib.asynccontextmanager
 async def _ledger(nats_url: str, database_url: str, **options: Any) -> AsyncIterator[None]:
     """The ledger app served in process (as `python -m tavern_ledger` would), until exit."""
@@ -197,6 +211,7 @@ async def _ledger(nats_url: str, database_url: str, **options: Any) -> AsyncIter
         log_format="json",
         ledger_rpc_rate_per_s=1e6,
         ledger_rpc_burst=1_000_000,
+        auth_key=BENCH_KEY,
         **options,
     )
     stop = asyncio.Event()
@@ -286,7 +301,7 @@ async def _bind_sessions(dsn: str) -> None:
 
 
 async def _recall_requests(url: str, queries: list[str], n: int) -> Result:
-    nc = await nats.connect(url)
+    nc = await signed(url)
     subject = subjects.rpc("ledger", "recall")
     try:
         bodies = [

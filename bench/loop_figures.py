@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -32,6 +33,8 @@ from tavern_loop.sessionlog import HeldLog
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry, ToolSpec
 from tavern_loop.tools.pipeline import ToolPipeline
 from tavern_loop.turn import LoopDeps, TurnRunner
+from tavern_runtime import principals
+from tavern_runtime.auth import Credentials
 from tavern_runtime.provision import provision
 from tavern_runtime.sessionlog import SessionLogWriter
 from tavern_runtime.settings import TavernSettings
@@ -63,9 +66,14 @@ def _message(session_id: str, text: str) -> MessageInput:
     )
 
 
+BENCH_CREDENTIALS = Credentials(secrets.token_bytes(32))
+"""The turns are the operator's, signed and checked as the loop checks every input."""
+
+
 async def _send(js: Any, message: MessageInput) -> None:
     subject = subjects.session_input(message.session_id, "message")
-    await js.publish(subject, encode(message), headers={"Nats-Msg-Id": message.input_id})
+    headers = BENCH_CREDENTIALS.headers(principals.OPERATOR, **{"Nats-Msg-Id": message.input_id})
+    await js.publish(subject, encode(message), headers=headers)
 
 
 @figure(
@@ -92,6 +100,7 @@ async def loop_turn(env: Env, n: int) -> Result:
             options,
             lambda: datetime.now(UTC),
             new_id,
+            credentials=BENCH_CREDENTIALS,
         )
         session = f"bench-{new_id()[-12:]}"
         held = HeldLog(session, SessionLogWriter(nc, replicas=env.replicas), [])
@@ -105,8 +114,9 @@ async def loop_turn(env: Env, n: int) -> Result:
         started = time.perf_counter()
         for _ in range(n):
             await _send(js, _message(session, ONE_TOOL_TURN))
-            pending = await pending_inputs(js, session, held.state.input_cursor, leader=True)
+            found = await pending_inputs(js, session, held.state.input_cursor, leader=True)
             t0 = time.perf_counter()
+            pending = [p.authenticated(BENCH_CREDENTIALS) for p in found]
             ended = await TurnRunner(held, deps, asyncio.Event(), arrivals=arrivals).run(pending)
             latencies.append((time.perf_counter() - t0) * 1000)
             assert ended.payload.outcome == "completed"
@@ -116,7 +126,9 @@ async def loop_turn(env: Env, n: int) -> Result:
         await nc.close()
 
 
-async def _no_rpc(subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+async def _no_rpc(
+    subject: str, payload: dict[str, Any], timeout: float, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {"error": {"code": "unavailable", "message": subject}}
 
 

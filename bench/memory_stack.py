@@ -78,6 +78,7 @@ async def _provision(nats_url: str) -> None:
 @contextlib.asynccontextmanager
 async def _consolidator(nats_url: str, database_url: str) -> AsyncIterator[None]:
     """The consolidator's app with its default settings and no model, until exit."""
+    from bench.ledger import BENCH_KEY
     from tavern_consolidator import app as consolidator_app
     from tavern_consolidator.config import ConsolidatorSettings
     from tavern_loop.providers import LLMConfig
@@ -92,6 +93,7 @@ async def _consolidator(nats_url: str, database_url: str) -> AsyncIterator[None]
         health_port=0,
         log_level="WARNING",
         log_format="json",
+        auth_key=BENCH_KEY,  # the ledger's: its calls are signed and checked as shipped
     )
     app = consolidator_app.build_app(settings, LLMConfig(base_url=""))
     stop = asyncio.Event()

@@ -29,7 +29,6 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # `python bench/modes_comparison.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import nats
 
 from tavern_events import subjects
 from tavern_events.envelope import InputCommand, SessionEvent
@@ -49,6 +48,8 @@ from tavern_loop.providers.base import ChatRequest, StreamItem
 from tavern_loop.providers.offline import OfflineProvider
 from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolSpec
+from tavern_runtime import principals
+from tavern_runtime.auth import Credentials, connect_signed, ensure_key_file
 from tavern_runtime.embedded import EmbeddedNats
 from tavern_runtime.logs import configure_logging
 from tavern_runtime.provision import provision
@@ -213,12 +214,13 @@ async def compare(window: int, turns: int) -> list[ModeReport]:
     server = EmbeddedNats(root / "nats")
     server.start()
     try:
-        nc = await nats.connect(server.url)
+        settings = TavernSettings(nats_url=server.url, data_dir=root / "data")
+        ensure_key_file(settings.data_dir)  # unless TAVERN_AUTH_KEY says otherwise
+        nc = await connect_signed(server.url, Credentials.of(settings), principals.OPERATOR)
         js = nc.jetstream(timeout=10)
         await provision(js, consumers=[dispatch_consumer()])
         routes = {"chat": ["offline:offline-1"], "summarise": ["offline:offline-1"]}
         router = ProviderRouter({"offline": WindowedOffline(window)}, routes)
-        settings = TavernSettings(nats_url=server.url, data_dir=root / "data")
         engine = LoopEngine(settings, EngineParts(LoopOptions(recall=False), router, [WEATHER]))
         await engine.start()
         try:

@@ -348,13 +348,12 @@ def _dia(items: Iterable[Mapping[str, Any]], events: Mapping[str, str]) -> list[
 async def run_stack(conversations: Sequence[Conversation], setup: Setup) -> System:
     """One ledger row: fresh servers, the ledger and the consolidator as deployed (but for
     `setup.changed`), every conversation fed, every question asked."""
-    import nats
-
+    from bench.ledger import signed
     from bench.memory_stack import caught_up, memory_stack, observations, superseded_sources
 
     system = System(setup.name, settings=setup.changed)
     async with memory_stack(ledger_options=setup.changed) as found:
-        nc = await nats.connect(found.nats_url)
+        nc = await signed(found.nats_url)  # the loop for the local owner
         try:
             started = time.perf_counter()
             feeds = [await feed(nc, conv) for conv in conversations]

@@ -25,8 +25,11 @@ import pytest
 from tavern_cli import secure
 from tavern_runtime.credentials import Credentials
 from tavern_runtime.embedded import EmbeddedNats
+from tests.support import TEST_AUTH_KEY
 
 warnings.filterwarnings("ignore", module="platformdirs")
+os.environ.setdefault("TAVERN_AUTH_KEY", TEST_AUTH_KEY)
+"""Every service a test starts, in process or as a process, checks principals with this key."""
 
 
 @pytest.fixture(scope="session")

@@ -42,3 +42,32 @@ async def eventually(
                 raise last_error
             raise AssertionError(f"condition not met within {timeout}s (last value {last_value!r})")
         await asyncio.sleep(interval)
+
+
+TEST_AUTH_KEY = "tavern-test-auth-key-0123456789abcdef"
+"""The auth key of a test run: `tests/conftest.py` puts it in `TAVERN_AUTH_KEY`, so services
+started in process or as processes check tokens against it."""
+
+
+def auth(principal: Any = None) -> dict[str, str]:
+    """Headers that carry `principal` (default: the operator), signed with the test key."""
+    from tavern_runtime import principals
+    from tavern_runtime.auth import Credentials
+
+    return Credentials(TEST_AUTH_KEY.encode()).headers(principal or principals.OPERATOR)
+
+
+def as_user(name: str) -> dict[str, str]:
+    from tavern_runtime import principals
+
+    return auth(principals.user(name))
+
+
+async def signed_nats(url: str, principal: Any = None, **options: Any) -> Any:
+    """A nats-py client whose every publish carries `principal` (default: the operator), as
+    the CLI's does; a call that sets the header itself keeps its own."""
+    from tavern_runtime import principals
+    from tavern_runtime.auth import Credentials, connect_signed
+
+    credentials = Credentials(TEST_AUTH_KEY.encode())
+    return await connect_signed(url, credentials, principal or principals.OPERATOR, **options)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-import nats
-
+from tavern_cli import identity
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_events.ids import new_id
+from tavern_runtime.auth import Credentials, connect_signed
 from tavern_runtime.bus import login_options
 
 SCRIPT: tuple[str, ...] = (
@@ -37,11 +37,14 @@ async def play(
     *,
     user: str = "",
     password: str = "",
+    credentials: Credentials | None = None,
 ) -> DemoResult:
-    """Play SCRIPT on a new session; every line is rendered as the session log records it.
-    It logs in as `user` (or as the user in the URL), with that user's inbox prefix."""
+    """Play SCRIPT on a new session, as the CLI's principal (the local operator by default);
+    every line is rendered as the session log records it. It logs in as `user` (or as the user
+    in the URL), with that user's inbox prefix."""
     login = login_options(user, password, nats_url)
-    nc = await nats.connect(nats_url, name="tavern-demo", **login)
+    signer = credentials or identity.credentials()
+    nc = await connect_signed(nats_url, signer, identity.principal(), name="tavern-demo", **login)
     session_id = f"demo-{new_id()[-12:]}"
     renderer = (
         Renderer(out, colour, prefix) if out is not None else Renderer(colour=colour, prefix=prefix)
@@ -75,6 +78,7 @@ async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str
     """The demo as `tavern up` plays it: once every service is ready, on stdout."""
     from tavern_cli.probes import all_ready
     from tavern_cli.rundir import Layout
+    from tavern_runtime.settings import TavernSettings
 
     layout = Layout(data_dir)
     deadline = asyncio.get_running_loop().time() + READY_TIMEOUT_S
@@ -85,7 +89,12 @@ async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str
         await asyncio.sleep(0.5)
     print("\n--- demo conversation " + "-" * 50, flush=True)
     try:
-        result = await play(nats_url, user=user, password=password)
+        result = await play(
+            nats_url,
+            user=user,
+            password=password,
+            credentials=Credentials.of(TavernSettings(data_dir=data_dir)),
+        )
     except (TimeoutError, OSError) as exc:
         print(f"demo: stopped early ({type(exc).__name__}: {exc})", flush=True)
         return

@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import nats
 from nats.aio.client import Client
 
+from tavern_cli import identity
 from tavern_cli.rundir import Layout, read_servers
+from tavern_runtime.auth import connect_signed
 from tavern_runtime.bus import login_options
 from tavern_runtime.credentials import read_credentials
 from tavern_runtime.errors import ConfigurationError
@@ -82,7 +83,8 @@ async def _quiet(_: Exception) -> None:
 
 @asynccontextmanager
 async def nats_connection(endpoints: Endpoints) -> AsyncIterator[Client]:
-    """One connection attempt, no reconnects: a CLI command should fail fast and say why."""
+    """One connection attempt, no reconnects: a CLI command should fail fast and say why.
+    Everything published on it carries the CLI's principal (`tavern_cli.identity`)."""
     settings = TavernSettings()
     if settings.nats_user:
         credentials = login_options(
@@ -92,11 +94,14 @@ async def nats_connection(endpoints: Endpoints) -> AsyncIterator[Client]:
         credentials = login_options(
             endpoints.nats_user, endpoints.nats_password, endpoints.nats_servers
         )
+    signer = identity.credentials()
     try:
         # nats-py retries the initial connect forever unless max_reconnect_attempts > 0.
         nc = await asyncio.wait_for(
-            nats.connect(
+            connect_signed(
                 endpoints.nats_servers,
+                signer,
+                identity.principal(),
                 name="tavern-cli",
                 allow_reconnect=False,
                 max_reconnect_attempts=1,

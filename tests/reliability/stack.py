@@ -29,6 +29,7 @@ from tavern_cli import catalog, initialise, secure
 from tavern_runtime.bus import login_options
 from tavern_runtime.credentials import Credentials
 from tests.reliability.proxy import CutProxy
+from tests.support import TEST_AUTH_KEY, signed_nats
 
 SERVICES = ("loop", "ledger", "projector", "consolidator")
 READY_TIMEOUT_S = 60.0
@@ -147,7 +148,7 @@ class Stack:
         await asyncio.gather(
             asyncio.to_thread(self.nats.start), asyncio.to_thread(self.postgres.start)
         )
-        self.nc = await nats.connect(
+        self.nc = await signed_nats(  # the operator, as the CLI is
             self.nats.url,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
@@ -207,6 +208,7 @@ class Stack:
             TAVERN_LOG_FORMAT="json",
             TAVERN_LOG_LEVEL="WARNING",
             TAVERN_SHUTDOWN_GRACE_S=str(self.grace_s),
+            TAVERN_AUTH_KEY=TEST_AUTH_KEY,
             PYTHONUNBUFFERED="1",
         )
         env.update(secure.service_env(service.name, self.credentials, admin_dsn=self.database_url))

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
-import nats
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,7 +28,7 @@ from tavern_events.ids import new_id
 from tests.reliability.driver import Driver
 from tests.reliability.report import REPORT, table
 from tests.reliability.stack import Stack
-from tests.support import eventually
+from tests.support import eventually, signed_nats
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -280,7 +279,7 @@ def _changed(
 
 
 async def _run(world: World, stack: Stack, program: list[Op]) -> None:
-    nc = await nats.connect(stack.nats.url_as("operator"))
+    nc = await signed_nats(stack.nats.url_as("operator"))
     conn = await asyncpg.connect(stack.database_url)
     try:
         for op in program:

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tavern_cli import initialise
+from tavern_cli import identity, initialise
 from tavern_cli.commands.replay import add_server_options, connections
 from tavern_projector import queries
 from tavern_runtime.errors import TavernError
@@ -35,7 +35,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 async def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     async with connections(args, needs_nats=False) as (pool, _):
-        found = await queries.sessions_list(pool, {"limit": args.limit})
+        # a named user sees their own sessions; the operator sees everyone's
+        owner = identity.principal().user
+        found = await queries.sessions_list(pool, {"limit": args.limit}, owner)
     rows: list[dict[str, Any]] = found["sessions"]
     return rows
 

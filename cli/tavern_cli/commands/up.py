@@ -31,6 +31,7 @@ from tavern_cli.rundir import (
 )
 from tavern_cli.supervisor import Printer, Supervisor
 from tavern_runtime import pg
+from tavern_runtime.auth import ensure_key_file
 from tavern_runtime.credentials import Credentials, load_or_create, private_dir
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from tavern_runtime.errors import ConfigurationError, TavernError
@@ -86,6 +87,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     except ConfigurationError as exc:
         print(f"tavern up: {exc.message}", file=sys.stderr)
         return 1
+    if not TavernSettings().auth_key.get_secret_value():
+        ensure_key_file(layout.root)  # the services and the CLI sign and check with it
     previous = signal.signal(signal.SIGTERM, _interrupt)
     servers = EmbeddedServers(layout)
     try:

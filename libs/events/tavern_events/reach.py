@@ -11,6 +11,9 @@ import hashlib
 from typing import Literal
 
 MemoryReach = Literal["chat", "character", "agent"]
+LOCAL_OWNER = "local"
+"""The default owner: of a single-user install, of what the operator makes, and of everything
+recorded before owners were. Its derived scopes are those made before owners existed."""
 DEFAULT_REACH: MemoryReach = "character"
 """What a session remembers without a word about it: what was said in any chat with the same
 character. A session without a character falls back to its chat."""
@@ -41,5 +44,6 @@ def memory_scope(
 
 
 def _digest(kind: str, owner: str | None, key: str) -> str:
-    material = "\x1f".join((kind, owner or "", key)).encode()
+    mine = "" if owner in (None, LOCAL_OWNER) else owner  # the local owner's stay as they were
+    material = "\x1f".join((kind, mine or "", key)).encode()
     return hashlib.blake2b(material, digest_size=12).hexdigest()

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tavern_events.envelope import Id, Payload, SessionEvent
-from tavern_events.reach import MemoryReach
+from tavern_events.reach import LOCAL_OWNER, MemoryReach
 
 Architecture = Literal["agent-tavern", "st"]
 ContextMode = Literal["dsh-native", "agent-managed"]
@@ -34,6 +34,9 @@ class SessionCreatedPayload(Payload):
     memory_reach: MemoryReach | None = None
     """How far the session's memory reaches (`tavern_events.reach`): its chat alone (a private
     chat), every chat with its character, or every chat of its agent; None is the default."""
+    owner: Id = LOCAL_OWNER
+    """The user the session, its chat and its memory belong to. Logs written before owners
+    were recorded read as `local`, the default owner of a single-user install."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionCreatedPayload:

@@ -60,6 +60,18 @@ class ValidationFailed(PermanentError):
     code = "invalid"
 
 
+class Unauthenticated(PermanentError):
+    """The request carries no principal, or one that is forged, malformed or expired."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(PermanentError):
+    """A valid principal asked for something that is not theirs (or needs the operator)."""
+
+    code = "forbidden"
+
+
 class TransientError(TavernError):
     """A dependency is slow or away. Nack with a delay and try again."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -21,6 +21,11 @@ class TavernSettings(BaseSettings):
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
     data_dir: Path = Path(".tavern")
+    auth_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="key that signs and checks principal tokens (32+ bytes); empty = the "
+        "`auth.key` file in the data dir, which `tavern up` and `tavern init` create",
+    )
     nats_user: str = ""
     nats_password: str = ""
     stream_replicas: int = Field(

@@ -27,7 +27,8 @@ from tavern_consolidator.scheduler import Scheduler
 from tavern_consolidator.store import batches, connection
 from tavern_events.streams import LEDGER, SESSIONS
 from tavern_loop.providers import LLMConfig, build_router
-from tavern_runtime import dlq
+from tavern_runtime import dlq, principals
+from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
@@ -96,6 +97,10 @@ def thresholds(s: ConsolidatorSettings) -> throttle.Thresholds:
     )
 
 
+CONSOLIDATOR = principals.service("consolidator")
+"""Who the consolidator is on the bus: a service acting on its own account."""
+
+
 class Consolidator:
     def __init__(
         self,
@@ -108,7 +113,10 @@ class Consolidator:
         self._llm = llm.model_copy(update={"max_retries": settings.consolidator_llm_retries})
         self._model: Model | None = None
         self._js: JetStreamContext | None = None
-        self.ledger = LedgerClient(lambda: broker.connection)
+        credentials = Credentials.of(settings)
+        self.ledger = LedgerClient(
+            lambda: broker.connection, headers=lambda: credentials.headers(CONSOLIDATOR)
+        )
         self.intake = Intake(self.pool, self._dead_letter)
         retry = Retry(settings.consolidator_retry_base_s, settings.consolidator_retry_max_s)
         self.distillation = Distillation(

@@ -24,8 +24,14 @@ ACTOR = "consolidation"
 
 
 class LedgerClient:
-    def __init__(self, nc: Callable[[], Client], timeout_s: float = TIMEOUT_S) -> None:
-        self._nc, self._timeout = nc, timeout_s
+    def __init__(
+        self,
+        nc: Callable[[], Client],
+        timeout_s: float = TIMEOUT_S,
+        headers: Callable[[], dict[str, str]] = dict,
+    ) -> None:
+        """`headers` gives each request its principal (`Credentials.headers`)."""
+        self._nc, self._timeout, self._headers = nc, timeout_s, headers
 
     async def call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
         """The reply of `tavern.rpc.ledger.<op>`; an error reply raises."""
@@ -46,7 +52,7 @@ class LedgerClient:
                 subjects.rpc("ledger", op),
                 data,
                 timeout=self._timeout,
-                headers=timeout_headers(self._timeout),
+                headers={**timeout_headers(self._timeout), **self._headers()},
             )
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError) as exc:
             raise LedgerUnavailable(f"{op}: {type(exc).__name__}") from exc

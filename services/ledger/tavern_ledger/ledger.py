@@ -23,6 +23,7 @@ from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip
 from tavern_ledger import ingest
+from tavern_ledger.access import Access
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.domain.composer import ComposerConfig
 from tavern_ledger.domain.extract import ExtractConfig, SessionFacts, session_facts_of
@@ -40,6 +41,7 @@ from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
 from tavern_ledger.store import lexicon
 from tavern_ledger.transfer import Transfer
 from tavern_runtime import dlq
+from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.delivery import stream_sequence
 from tavern_runtime.errors import ConcurrencyConflict, TransientError
@@ -153,6 +155,7 @@ class Ledger:
         resources: ServiceResources,
         broker: NatsBroker,
         semantic: SemanticIndex | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._resources, self._broker = resources, broker
         self._js: JetStreamContext | None = None
@@ -167,6 +170,8 @@ class Ledger:
         self.recaller = Recaller(
             self.pool, recall_settings(settings), self.semantic, creation=self._creation
         )
+        self.credentials = credentials or Credentials.of(settings)
+        self.access = Access(self.credentials, self.pool)
         self.rights = Rights(self.pool, gate)
         self.transfer = Transfer(self.pool, gate)
         self.observations = Observations(self.pool, gate)
@@ -187,7 +192,9 @@ class Ledger:
 
     async def start(self) -> None:
         """After the broker connected: publish leftover facts, start ingesting, and turn
-        messages that exhausted their deliveries into dead letters."""
+        messages that exhausted their deliveries into dead letters. Without an auth key the
+        service stops here: it could answer no request."""
+        self.credentials.ensure()
         await self.relay.flush()
         await self._rebuild_postings()
         self.consumer.start(self._broker.connection, self.js())

@@ -40,6 +40,7 @@ from tavern_loop.tools.pipeline import ToolPipeline
 from tavern_loop.tools.policy import authorise, profile_tools
 from tavern_loop.tools.spillstore import SpillStore
 from tavern_loop.turn import LoopDeps
+from tavern_runtime.auth import Credentials
 from tavern_runtime.bus import NatsConnection, connect
 from tavern_runtime.logs import get_logger
 from tavern_runtime.provision import LEASES
@@ -82,10 +83,13 @@ class LoopEngine:
         self._registry = ToolRegistry(list(parts.tools))
         self._spill: SpillPolicy | None = None
         self._name = name
+        self._credentials = Credentials.of(settings)
 
     async def start(self) -> None:
         """Connect and dispatch; until provisioning has run, wait for it in the background
-        (readiness reports what is missing) instead of failing the service."""
+        (readiness reports what is missing) instead of failing the service. Without an auth
+        key it fails: it could take no input."""
+        self._credentials.ensure()
         self._conn = conn = await connect(self.settings, f"{self._name}-engine")
         try:
             kv = await self._provisioned(conn)
@@ -158,6 +162,7 @@ class LoopEngine:
             recall,
             store,
             logs=LogCache(options.log_cache_events),
+            credentials=self._credentials,
         )
 
     def _pipeline(self) -> ToolPipeline:
@@ -168,14 +173,20 @@ class LoopEngine:
         guard = RepeatGuard(config) if config is not None else None
         return ToolPipeline(self._registry, guard=guard, spill=self._spill, authorise=authorise)
 
-    async def _rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _rpc(
+        self,
+        subject: str,
+        payload: dict[str, Any],
+        timeout: float,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         assert self._conn is not None
         try:
             reply = await self._conn.nc.request(
                 subject,
                 json.dumps(payload).encode(),
                 timeout=timeout,
-                headers=timeout_headers(timeout),
+                headers={**timeout_headers(timeout), **(headers or {})},
             )
         except NoRespondersError:
             return error_reply("unavailable", f"no service answers {subject}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
@@ -17,8 +17,10 @@ from tavern_events.input import CancelInput, CommandInput, MessageInput
 from tavern_events.parts import ClaimedInput
 from tavern_events.streams import INPUTS
 from tavern_events.union import decode
-from tavern_runtime.errors import TransientError
+from tavern_runtime.auth import Credentials
+from tavern_runtime.errors import TransientError, Unauthenticated
 from tavern_runtime.logs import get_logger
+from tavern_runtime.principals import HEADER, Principal
 
 log = get_logger(__name__)
 
@@ -31,6 +33,23 @@ class PendingInput:
     input_id: str
     kind: str
     command: InputCommand | None
+    token: str | None = None
+    """The `Tavern-Principal` header it was published with."""
+    principal: Principal | None = None
+    """Who sent it, once `authenticated`; None if its token is missing or not genuine."""
+    auth_error: str | None = None
+    stored_at: float | None = None
+    """When INPUTS stored it (unix seconds): its token is checked as of then, so an input
+    read after an outage is still its sender's."""
+
+    def authenticated(self, credentials: Credentials) -> PendingInput:
+        """This input with its verified principal (or why it has none)."""
+        headers = {HEADER: self.token} if self.token else {}
+        try:
+            principal = credentials.principal(headers, at=self.stored_at)
+        except Unauthenticated as exc:
+            return replace(self, principal=None, auth_error=exc.message)
+        return replace(self, principal=principal, auth_error=None)
 
     def claim(self) -> ClaimedInput:
         kind = self.kind if self.kind in ("message", "cancel", "command") else "command"
@@ -49,15 +68,18 @@ class PendingInput:
         return self.command if isinstance(self.command, CommandInput) else None
 
 
-def parse_input(stream_seq: int, subject: str, data: bytes | None) -> PendingInput:
+def parse_input(
+    stream_seq: int, subject: str, data: bytes | None, headers: dict[str, str] | None = None
+) -> PendingInput:
     """Decode one stored input; a bad one still gets a claimable identity (never stalls)."""
     kind = subject.rsplit(".", 1)[-1]
+    token = (headers or {}).get(HEADER)
     try:
         command = decode(data or b"", InputCommand)
     except (ContractError, UnknownEventError) as exc:
         log.warning("input_unreadable", stream_seq=stream_seq, subject=subject, error=str(exc))
-        return PendingInput(stream_seq, f"bad-input-{stream_seq}", kind, None)
-    return PendingInput(stream_seq, command.input_id, kind, command)
+        return PendingInput(stream_seq, f"bad-input-{stream_seq}", kind, None, token)
+    return PendingInput(stream_seq, command.input_id, kind, command, token)
 
 
 async def pending_inputs(
@@ -77,7 +99,8 @@ async def pending_inputs(
         except NatsTimeout as exc:
             raise TransientError("INPUTS stream did not answer", session_id=session_id) from exc
         stored = msg.seq or seq
-        found.append(parse_input(stored, msg.subject or subject, msg.data))
+        item = parse_input(stored, msg.subject or subject, msg.data, msg.headers)
+        found.append(replace(item, stored_at=msg.time.timestamp() if msg.time else None))
         seq = stored + 1
     return found
 

@@ -30,11 +30,19 @@ class RecallClient:
     def __init__(self, nc: Client, timeout_s: float = 3.0) -> None:
         self._nc, self._timeout = nc, timeout_s
 
-    async def fetch(self, session_id: str, query: str, turn: int, step: int) -> Recall | None:
+    async def fetch(
+        self,
+        session_id: str,
+        query: str,
+        turn: int,
+        step: int,
+        headers: dict[str, str] | None = None,
+    ) -> Recall | None:
+        """`headers` carry who asks (the loop acting for the session's owner)."""
         request = {"session_id": session_id, "query": query, "turn": turn, "step": step}
         try:
             reply = await self._nc.request(
-                RECALL_SUBJECT, json.dumps(request).encode(), timeout=self._timeout
+                RECALL_SUBJECT, json.dumps(request).encode(), timeout=self._timeout, headers=headers
             )
             body: dict[str, Any] = json.loads(reply.data or b"{}")
         except (NoRespondersError, NatsTimeout, ValueError) as exc:

@@ -17,6 +17,7 @@ from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
 from tavern_events.session import SessionCreated
 from tavern_loop.commands import Creation
+from tavern_loop.domain.access import creator, input_refusal
 from tavern_loop.domain.binding import Refusal, created_binding, default_binding
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.repair import repair_events
@@ -26,6 +27,7 @@ from tavern_loop.sessionlog import HeldLog
 from tavern_loop.turn import LoopDeps, TurnRunner, input_rejection
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
+from tavern_runtime.principals import LOCAL_OWNER
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 
 log = get_logger(__name__)
@@ -118,10 +120,22 @@ class SessionRunner:
         self._wake.set()
         self._arrivals.note(msg)
         if msg.subject.endswith(".cancel"):
-            item = parse_input(0, msg.subject, msg.data)
-            if item.is_cancel:
+            item = parse_input(0, msg.subject, msg.data, msg.headers)
+            if item.is_cancel and self._may_cancel(item):
                 log.info("cancel_received", session_id=self.session_id)
                 self.cancel.set()
+
+    def _may_cancel(self, item: PendingInput) -> bool:
+        """Only the session's owner (or the operator) cancels its turn."""
+        if self.held is None or self._deps.credentials is None:
+            return False
+        item = item.authenticated(self._deps.credentials)
+        refusal = input_refusal(item.principal, item.auth_error, self.held.state.binding.owner)
+        if refusal is not None:
+            log.warning(
+                "access_refused", session_id=self.session_id, input=item.input_id, reason=refusal
+            )
+        return refusal is None
 
     async def _run(self) -> None:
         events = await self._read_log()
@@ -208,13 +222,20 @@ class SessionRunner:
             leader=self._first_read,  # woken for inputs that arrived before it listened
         )
         self._first_read = False
-        fresh = [p for p in found if p.input_id not in state.claimed_ids]
+        fresh = [self._authenticated(p) for p in found if p.input_id not in state.claimed_ids]
         options = self._deps.options
+        owner = state.binding.owner if state.created else _creator(fresh)
         return choose_claim(
             fresh,
             options.max_claims_per_turn,
-            lambda item: input_rejection(item, options) is not None,
+            lambda item: input_rejection(item, options, owner) is not None,
         )
+
+    def _authenticated(self, item: PendingInput) -> PendingInput:
+        credentials = self._deps.credentials
+        if credentials is None:
+            return item
+        return item.authenticated(credentials)
 
     def _draft(self) -> Drafter:
         deps = self._deps
@@ -232,13 +253,36 @@ class SessionRunner:
         if held.state.created:
             return None
         profiles = self._deps.options.profiles
+        owner = {"owner": _creator(claim)}
         create = next((p.slash for p in claim if p.slash is not None), None)
         if create is None or create.payload.name != "create":
-            held.stage(self._draft()(SessionCreated, default_binding(self.session_id, profiles)))
+            binding = default_binding(self.session_id, profiles).model_copy(update=owner)
+            held.stage(self._draft()(SessionCreated, binding))
             return None
         decided = created_binding(self.session_id, create.payload.args, profiles)
+        if "chat_id" in create.payload.args and not _may_name_chat(claim, create.input_id):
+            decided = Refusal(NAMED_CHAT_REFUSED)
         refusal = decided.reason if isinstance(decided, Refusal) else None
         if isinstance(decided, Refusal):
             decided = default_binding(self.session_id, profiles)
+        decided = decided.model_copy(update=owner)
         held.stage(self._draft()(SessionCreated, decided, causation_id=create.input_id))
         return Creation(refusal)
+
+
+NAMED_CHAT_REFUSED = (
+    "/create: only the operator binds a new session to an existing chat (a chat and its "
+    "memory belong to the user who made it)"
+)
+
+
+def _may_name_chat(claim: list[PendingInput], create_id: str) -> bool:
+    """Whether the sender of the `create` may name its chat: only the operator may."""
+    sender = next((p.principal for p in claim if p.input_id == create_id), None)
+    return sender is not None and sender.kind == "operator"
+
+
+def _creator(items: list[PendingInput]) -> str:
+    """Who a session its first inputs create belongs to (`local` if none proved a sender)."""
+    working = [p.principal for p in items if p.message is not None or p.slash is not None]
+    return creator(working) or LOCAL_OWNER

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from nats.js import JetStreamContext
 
@@ -44,6 +44,7 @@ from tavern_events.turn import (
 )
 from tavern_loop import compaction
 from tavern_loop.commands import Creation, run_command
+from tavern_loop.domain.access import input_refusal
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.greeting import GREETING
@@ -59,11 +60,13 @@ from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.recall import RecallClient
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.streaming import chunk_writer, stream_reply
-from tavern_loop.tools.base import RpcCall, ToolContext
+from tavern_loop.tools.base import ToolContext
 from tavern_loop.tools.execution import ToolCallRequest
 from tavern_loop.tools.limits import TurnBudget
 from tavern_loop.tools.pipeline import ToolCallOutcome, ToolPipeline
 from tavern_loop.tools.spillstore import SpillStore
+from tavern_runtime import principals
+from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
 from tavern_runtime.secretscan import redact_secrets
@@ -80,6 +83,22 @@ REMINDER_SOURCE = "plugin:repeat-tool-reminder"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
+class BusRpc(Protocol):
+    """A request/reply on the bus with a deadline (and the headers that say who asks)."""
+
+    async def __call__(
+        self,
+        subject: str,
+        payload: dict[str, Any],
+        timeout: float,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]: ...
+
+
+LOOP = principals.service("loop")
+"""Who the loop is on the bus; in a session it acts for the session's owner."""
+
+
 @dataclass
 class LoopDeps:
     """What a turn needs from the outside world; the session runner builds it once."""
@@ -87,7 +106,7 @@ class LoopDeps:
     router: ProviderRouter
     pipeline: ToolPipeline
     js: JetStreamContext
-    rpc: RpcCall
+    rpc: BusRpc
     options: LoopOptions
     clock: Callable[[], datetime]
     new_id: Callable[[], str]
@@ -97,6 +116,9 @@ class LoopDeps:
     """Set when the replica shuts down: runners finish their turn and take no new one."""
     logs: LogCache = field(default_factory=LogCache)
     """Session logs runners let go, shared by the replica's runners."""
+    credentials: Credentials | None = None
+    """Checks the principal of each input and signs the RPCs made for the session's owner;
+    without it every input is refused as unauthenticated."""
 
 
 class TurnCancelled(Exception):
@@ -146,10 +168,18 @@ class TurnRunner:
         schemas = deps.pipeline.registry.schemas()
         profiles = deps.options.profiles
         self.profile = profile_for(
-            state.session_id, state.binding, deps.rpc, profiles, schemas, deps.clock
+            state.session_id, state.binding, self.rpc, profiles, schemas, deps.clock
         )
         self.reply_form: str | None = None
         """`swipe` or `regenerate` while such a reply is being generated (st)."""
+
+    async def rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """A request made in this session: signed as the loop acting for the session's owner,
+        so the ledger and projector hold it to that user's rights."""
+        credentials = self.deps.credentials
+        owner = self.held.state.binding.owner
+        headers = credentials.headers(LOOP.acting_for(owner)) if credentials else None
+        return await self.deps.rpc(subject, payload, timeout, headers=headers)
 
     async def append(self, *events: SessionEvent) -> Sequence[SessionEvent]:
         """Durable now (with everything staged before): before the outside depends on it."""
@@ -181,6 +211,10 @@ class TurnRunner:
             return await self._end("failed", reason="internal", error=info)
 
     async def _body(self, claimed: list[PendingInput]) -> TurnEnded:
+        refused = self._access_refusal(claimed)
+        if refused:
+            return await self._end("rejected", reason=refused)
+        claimed = [c for c in claimed if not c.is_cancel or self._owners(c)]
         if self.creation is not None:
             await self._greet()
         messages = [c for c in claimed if c.message is not None]
@@ -201,10 +235,37 @@ class TurnRunner:
     async def _greet(self) -> None:
         """A new chat opens with the character's greeting, before anything is said."""
         state = self.held.state
-        assets = Assets(self.deps.rpc, state.session_id, state.binding)
+        assets = Assets(self.rpc, state.session_id, state.binding)
         payload = await greeting_payload(assets, self.deps.clock)
         if payload is not None:
             self.stage(self.draft(AssistantMessage, payload, form=GREETING))
+
+    def _access_refusal(self, claimed: list[PendingInput]) -> str | None:
+        """A message or command from someone the session does not belong to: the turn is
+        rejected (the input is consumed, nothing runs) and the refusal logged."""
+        owner = self.held.state.binding.owner
+        for item in claimed:
+            if item.message is None and item.slash is None:
+                continue
+            refused = input_refusal(item.principal, item.auth_error, owner)
+            if refused is not None:
+                log.warning(
+                    "access_refused",
+                    session_id=self.held.session_id,
+                    input=item.input_id,
+                    principal=item.principal.label if item.principal else None,
+                    reason=refused,
+                )
+                return f"input {item.input_id} refused: {refused}"
+        return None
+
+    def _authenticated(self, item: PendingInput) -> PendingInput:
+        credentials = self.deps.credentials
+        return item if credentials is None else item.authenticated(credentials)
+
+    def _owners(self, item: PendingInput) -> bool:
+        owner = self.held.state.binding.owner
+        return input_refusal(item.principal, item.auth_error, owner) is None
 
     def _rejection(self, messages: list[PendingInput]) -> str | None:
         """The pre-step decision: a claim the loop refuses (it is consumed, no step runs)."""
@@ -353,7 +414,12 @@ class TurnRunner:
         query = _last_human_text(self.held.events)
         if not query:
             return
-        found = await client.fetch(self.held.session_id, query, self.draft.turn, self.draft.step)
+        credentials = self.deps.credentials
+        owner = self.held.state.binding.owner
+        headers = credentials.headers(LOOP.acting_for(owner)) if credentials else None
+        found = await client.fetch(
+            self.held.session_id, query, self.draft.turn, self.draft.step, headers
+        )
         if found is None:
             return
         text = f"{RECALL_HEADER}\n{found.text}"
@@ -371,7 +437,7 @@ class TurnRunner:
         if self.draft.step != 1 or not self.deps.options.approvals:
             return
         subject = subjects.rpc("consolidator", "approvals.next")
-        reply = await self.deps.rpc(subject, {"session_id": self.held.session_id}, APPROVALS_S)
+        reply = await self.rpc(subject, {"session_id": self.held.session_id}, APPROVALS_S)
         requests = reply.get("requests") if isinstance(reply, dict) else None
         if not requests:
             return
@@ -395,15 +461,16 @@ class TurnRunner:
             self.arrivals,
             state.claimed_ids,
         )
-        fresh = [p for p in found if p.input_id not in state.claimed_ids]
-        if any(p.is_cancel for p in fresh):
+        fresh = [self._authenticated(p) for p in found if p.input_id not in state.claimed_ids]
+        if any(p.is_cancel and self._owners(p) for p in fresh):
             self.progress.cancel_reason = "cancelled by input"
             self.cancel.set()
         # Only a prefix of messages is claimed: a command waits for the turn boundary, and a
         # message the pre-step would refuse waits for a turn of its own (and is rejected there).
         claimable: list[PendingInput] = []
+        owner = state.binding.owner
         for item in fresh:
-            if item.slash is not None or input_rejection(item, self.deps.options) is not None:
+            if item.slash is not None or input_rejection(item, self.deps.options, owner):
                 break
             if item.message is not None or item.command is None or item.is_cancel:
                 claimable.append(item)
@@ -517,7 +584,7 @@ class TurnRunner:
                 self.draft.step,
                 call.call_id,
                 binding,
-                self.deps.rpc,
+                self.rpc,
                 self.deps.spill,
                 self.cancel,
             )
@@ -646,8 +713,17 @@ def projection_payload(plan: RequestPlan) -> RequestProjectionPayload:
     )
 
 
-def input_rejection(item: PendingInput, options: LoopOptions) -> str | None:
-    """Why the pre-step refuses this input, or None (only messages can be refused)."""
+def input_rejection(
+    item: PendingInput, options: LoopOptions, owner: str | None = None
+) -> str | None:
+    """Why the pre-step refuses this input, or None. A message or command of a sender who may
+    not act on the session (owned by `owner`) is refused; so is a message over the size limit.
+    A cancel is never claimed alone, so it is not refused here: its sender is checked where it
+    acts."""
+    if owner is not None and (item.message is not None or item.slash is not None):
+        refused = input_refusal(item.principal, item.auth_error, owner)
+        if refused is not None:
+            return f"input {item.input_id} refused: {refused}"
     limit = options.max_input_chars
     if item.message is not None and len(item.message.payload.text) > limit:
         return f"input {item.input_id} is longer than {limit} characters"

@@ -17,6 +17,7 @@ from tavern_projector.framework import Target, checkpoints
 from tavern_projector.projections.chat import Names
 from tavern_projector.runner import SERVICE, LiveRunner
 from tavern_runtime import dlq
+from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import TransientError
 from tavern_runtime.service import ServiceResources
 
@@ -30,6 +31,8 @@ class Core:
     def __init__(self, settings: ProjectorSettings, resources: ServiceResources) -> None:
         self.settings, self.resources = settings, resources
         self.options = options_of(settings)
+        self.credentials = Credentials.of(settings)
+        """Checks the principal of every RPC (the key is read when the service starts)."""
         self.broker: Any = None
         self.watchers: list[Subscription] = []
         self.runners = [
@@ -52,7 +55,9 @@ class Core:
 
     async def start_consumers(self) -> None:
         """After the broker connected: start pulling for every projection, and dead-letter
-        what a consumer gave up on (the server's MAX_DELIVERIES advisories)."""
+        what a consumer gave up on (the server's MAX_DELIVERIES advisories). Without an auth
+        key the service stops here: it could answer no request."""
+        self.credentials.ensure()
         for loop in self.loops:
             await loop.start()
         connection = getattr(self.broker, "_connection", None)

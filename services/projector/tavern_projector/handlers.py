@@ -16,7 +16,9 @@ from faststream.nats import NatsBroker
 
 from tavern_events import subjects
 from tavern_projector import queries
+from tavern_projector.access import Access, Asker
 from tavern_projector.core import Core
+from tavern_runtime.context import Message
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
 
@@ -32,21 +34,30 @@ RPCS: dict[str, Query] = {
     "character.get": queries.character_get,
     "lore.search": queries.lore_search,
     "scene.get": queries.scene_get,
+}
+"""Read-only queries; each authorizes its principal first (`tavern_projector.access`)."""
+OWNED: dict[str, Callable[[Any, Any, str | None], Awaitable[dict[str, Any]]]] = {
     "sessions.list": queries.sessions_list,
 }
+"""Queries that answer with the asker's own sessions only (every owner's for the operator)."""
 
 
 def register(broker: NatsBroker, core: Core) -> None:
     """Bind every handler of the service to `broker` (and every projection to its consumer)."""
+    access = Access(core.credentials)
     broker.subscriber(subjects.rpc(SERVICE, "ping"), queue=RPC_QUEUE)(ping)
     for runner in core.runners:  # archive, chat, history, sessions, memory, assets
         core.consume(runner)
     broker.subscriber(subjects.rpc(SERVICE, "status"), queue=RPC_QUEUE)(
-        _answer(core, "status", lambda _pool, body: core.status(body))
+        _answer(core, access, "status", lambda _pool, body, _asker: core.status(body))
     )
     for operation, query in RPCS.items():
         broker.subscriber(subjects.rpc(SERVICE, operation), queue=RPC_QUEUE)(
-            _answer(core, operation, query)
+            _answer(core, access, operation, _plain(query))
+        )
+    for operation, owned in OWNED.items():
+        broker.subscriber(subjects.rpc(SERVICE, operation), queue=RPC_QUEUE)(
+            _answer(core, access, operation, _owned(owned))
         )
 
 
@@ -55,10 +66,24 @@ async def ping() -> dict[str, object]:
     return {"service": SERVICE, "version": VERSION, "ok": True}
 
 
-def _answer(core: Core, operation: str, query: Query) -> Callable[[Any], Awaitable[dict[str, Any]]]:
-    async def answer(body: Any) -> dict[str, Any]:
+Answer = Callable[[Any, Any, Asker], Awaitable[dict[str, Any]]]
+
+
+def _plain(query: Query) -> Answer:
+    return lambda pool, body, _asker: query(pool, body)
+
+
+def _owned(query: Callable[[Any, Any, str | None], Awaitable[dict[str, Any]]]) -> Answer:
+    return lambda pool, body, asker: query(pool, body, asker.owner_filter)
+
+
+def _answer(
+    core: Core, access: Access, operation: str, query: Answer
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    async def answer(body: Any, msg: Message) -> dict[str, Any]:
         try:
-            return await query(core.pool(), body)
+            asker = await access.check(core.pool(), operation, msg.headers, body)
+            return await query(core.pool(), body, asker)
         except TavernError as exc:
             log.info("rpc_refused", operation=operation, code=exc.reply_code(), error=exc.message)
             return exc.as_reply()

@@ -339,18 +339,21 @@ def _scene(row: Any, request: SceneRequest) -> dict[str, Any]:
 SESSION_COLUMNS = """s.session_id, s.architecture, s.context_mode, s.chat_id, s.character_id,
     s.parent_session_id, s.turns, s.turns_completed, s.turns_cancelled, s.turns_failed,
     s.open_turn, s.prompt_tokens, s.completion_tokens, s.total_tokens, s.created_at,
-    s.last_activity, s.last_seq, COALESCE(c.status, 'ok') AS chat_status, c.chat_key, c.error,
-    c.edited_outside_at"""
+    s.last_activity, s.last_seq, s.owner, COALESCE(c.status, 'ok') AS chat_status, c.chat_key,
+    c.error, c.edited_outside_at"""
 
 
-async def sessions_list(pool: Pool, raw: Any) -> dict[str, Any]:
+async def sessions_list(pool: Pool, raw: Any, owner: str | None = None) -> dict[str, Any]:
+    """The most recently active sessions (of `owner` only, unless None)."""
     request: SessionsRequest = validated(SessionsRequest, raw)
     async with pool.acquire() as conn:
         rows = await conn.fetch(
             f"""SELECT {SESSION_COLUMNS} FROM projector.sessions s
                 LEFT JOIN projector.chats c ON c.session_id = s.session_id
+                WHERE $2::text IS NULL OR s.owner = $2
                 ORDER BY s.last_activity DESC NULLS LAST LIMIT $1""",
             request.limit,
+            owner,
         )
     return {"sessions": [_session(r) for r in rows]}
 

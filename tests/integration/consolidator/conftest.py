@@ -35,7 +35,7 @@ from tavern_runtime.service import serve
 from tests.integration.consolidator.model_server import ModelServer
 from tests.integration.ledger.conftest import ledger_settings
 from tests.integration.services.conftest import running_service
-from tests.support import eventually
+from tests.support import eventually, signed_nats
 from tests.unit.ledger.builders import at, session_created, user_message
 
 FAST = {
@@ -242,7 +242,7 @@ async def tavern(
         running_service("ledger", ledger),
         running_consolidator(settings, model_config(base)),
     ):
-        nc = await nats.connect(nats_url)
+        nc = await signed_nats(nats_url)  # asks as the operator, as the CLI does
         db = await asyncpg.connect(database_url)
         try:
             await eventually(lambda: _answers(nc), timeout=15)

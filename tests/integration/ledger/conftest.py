@@ -22,7 +22,7 @@ from tavern_ledger import app as ledger_app
 from tavern_ledger.config import LedgerSettings
 from tavern_runtime.provision import provision
 from tests.integration.services.conftest import running_service
-from tests.support import eventually
+from tests.support import auth, eventually, signed_nats
 
 
 @dataclass
@@ -42,15 +42,21 @@ class LedgerBus:
     async def publish_raw(self, subject: str, data: bytes) -> int:
         return (await self.js.publish(subject, data)).seq
 
-    async def rpc(self, name: str, /, **body: Any) -> dict[str, Any]:
+    async def rpc(
+        self, name: str, /, *, headers: dict[str, str] | None = None, **body: Any
+    ) -> dict[str, Any]:
+        """Call `tavern.rpc.ledger.<name>` as the operator, unless `headers` say who else."""
         reply = await self.nc.request(
-            subjects.rpc("ledger", name), json.dumps(body, default=str).encode(), timeout=10
+            subjects.rpc("ledger", name),
+            json.dumps(body, default=str).encode(),
+            timeout=10,
+            headers=auth() if headers is None else headers,
         )
         found: dict[str, Any] = json.loads(reply.data)
         return found
 
     async def rpc_raw(self, op: str, data: bytes) -> dict[str, Any]:
-        reply = await self.nc.request(subjects.rpc("ledger", op), data, timeout=10)
+        reply = await self.nc.request(subjects.rpc("ledger", op), data, timeout=10, headers=auth())
         found: dict[str, Any] = json.loads(reply.data)
         return found
 
@@ -119,7 +125,7 @@ async def ledger(
     await _provisioned(nats_url)
     settings = ledger_settings(tmp_path, nats_url, database_url, **ledger_options)
     async with running_service("ledger", settings):
-        nc = await nats.connect(nats_url)
+        nc = await signed_nats(nats_url)
         db = await asyncpg.connect(database_url)
         try:
             await eventually(lambda: _answers(nc), timeout=10)

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -39,7 +38,7 @@ from tavern_runtime.settings import TavernSettings
 from tests.integration.loop.checks import check_log
 from tests.integration.loop.providers.openai_server import OpenAIServer
 from tests.integration.loop.providers.test_openai_provider import fast_config
-from tests.support import eventually
+from tests.support import eventually, signed_nats
 
 
 @dataclass
@@ -64,12 +63,23 @@ class LoopBus:
         self.engines.append(engine)
         return engine
 
-    async def say(self, session_id: str, text: str, input_id: str | None = None) -> str:
-        """Publish a message input; returns its input_id (stored once it returns)."""
-        return (await self.say_at(session_id, text, input_id))[0]
+    async def say(
+        self,
+        session_id: str,
+        text: str,
+        input_id: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> str:
+        """Publish a message input (as the operator unless `headers` carry another
+        principal); returns its input_id (stored once it returns)."""
+        return (await self.say_at(session_id, text, input_id, headers))[0]
 
     async def say_at(
-        self, session_id: str, text: str, input_id: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        input_id: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[str, int]:
         """Publish a message input; returns its input_id and INPUTS stream sequence."""
         command = MessageInput(
@@ -78,25 +88,33 @@ class LoopBus:
             ts=datetime.now(UTC),
             payload=MessageInputPayload(text=text),
         )
-        seq = await self._publish(command, "message")
+        seq = await self._publish(command, "message", headers)
         return command.input_id, seq
 
-    async def cancel(self, session_id: str) -> None:
+    async def cancel(self, session_id: str, headers: dict[str, str] | None = None) -> None:
         await self._publish(
-            CancelInput(input_id=new_id(), session_id=session_id, ts=datetime.now(UTC)), "cancel"
+            CancelInput(input_id=new_id(), session_id=session_id, ts=datetime.now(UTC)),
+            "cancel",
+            headers,
         )
 
-    async def command(self, session_id: str, name: str) -> None:
-        payload = CommandInputPayload(name=name)
+    async def command(
+        self,
+        session_id: str,
+        name: str,
+        headers: dict[str, str] | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        payload = CommandInputPayload(name=name, args=args or {})
         command = CommandInput(
             input_id=new_id(), session_id=session_id, ts=datetime.now(UTC), payload=payload
         )
-        await self._publish(command, "command")
+        await self._publish(command, "command", headers)
 
-    async def _publish(self, command: Any, kind: str) -> int:
+    async def _publish(self, command: Any, kind: str, headers: dict[str, str] | None = None) -> int:
         subject = subjects.session_input(command.session_id, kind)
         ack = await self.js.publish(
-            subject, encode(command), headers={"Nats-Msg-Id": command.input_id}
+            subject, encode(command), headers={"Nats-Msg-Id": command.input_id, **(headers or {})}
         )
         return ack.seq
 
@@ -168,7 +186,7 @@ async def provisioned_bus(
 ) -> AsyncIterator[LoopBus]:
     """Streams, the dispatch consumer and a lease bucket with `lease_ttl_s`; engines stop at
     the end."""
-    nc = await nats.connect(nats_url)
+    nc = await signed_nats(nats_url)
     js = nc.jetstream()
     leases = BucketSpec(LEASES.name, ttl_s=lease_ttl_s, description=LEASES.description)
     await provision(js, consumers=[dispatch_consumer()], buckets=[leases])

@@ -63,9 +63,16 @@ class Projector:
             return False
         return bool(json.loads(reply.data).get("ok"))
 
-    async def rpc(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def rpc(
+        self, operation: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Ask the projector as the operator (the bus client's principal) unless `headers`
+        carry another."""
         reply = await self.bus.nc.request(
-            f"tavern.rpc.projector.{operation}", json.dumps(body).encode(), timeout=5
+            f"tavern.rpc.projector.{operation}",
+            json.dumps(body).encode(),
+            timeout=5,
+            headers=headers,
         )
         found: dict[str, Any] = json.loads(reply.data)
         return found

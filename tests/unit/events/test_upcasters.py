@@ -39,6 +39,7 @@ def test_v1_session_created_reencodes_as_v2_with_the_mode() -> None:
     expected = golden("session/created", 1)
     expected["v"] = 2
     expected["payload"]["context_mode"] = "dsh-native"
+    expected["payload"]["owner"] = "local"  # written before owners: the default owner's
     assert json.loads(encode(decode(golden("session/created", 1)))) == expected
 
 

@@ -80,6 +80,7 @@ def session_created(
     parent: str | None = None,
     character_id: str | None = None,
     memory_reach: MemoryReach | None = None,
+    owner: str = "local",
 ) -> SessionCreated:
     return SessionCreated(
         id=new_id(),
@@ -95,6 +96,7 @@ def session_created(
             forked_at_seq=3 if parent else None,
             character_id=character_id,
             memory_reach=memory_reach,
+            owner=owner,
         ),
     )
 

@@ -52,6 +52,7 @@ class SessionFacts:
     parent_session_id: str | None = None
     scope_id: str = ""
     """Where its evidence lives (`tavern_events.reach.memory_scope`); empty: its chat."""
+    owner: str = "local"
 
     @classmethod
     def unknown(cls, session_id: str) -> SessionFacts:
@@ -110,8 +111,11 @@ def session_facts_of(event: SessionCreated) -> SessionFacts:
         character_id=payload.character_id,
         agent_id=payload.agent_id,
         reach=payload.memory_reach,
+        owner=payload.owner,
     )
-    return SessionFacts(event.session_id, payload.chat_id, kind, payload.parent_session_id, scope)
+    return SessionFacts(
+        event.session_id, payload.chat_id, kind, payload.parent_session_id, scope, payload.owner
+    )
 
 
 def extract(

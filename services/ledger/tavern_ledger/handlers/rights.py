@@ -1,5 +1,6 @@
-"""RPC handlers of recall and the user rights: each parses its request, calls one use case and
-flushes the LEDGER facts the change committed."""
+"""RPC handlers of recall and the user rights: each parses its request, authorizes its
+principal against what it names (`tavern_ledger.access`), calls one use case and flushes the
+LEDGER facts the change committed."""
 
 from __future__ import annotations
 
@@ -27,25 +28,31 @@ from tavern_ledger.rights import Correction
 from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transfer import ExportRequest
 from tavern_runtime.context import Context, Message
+from tavern_runtime.principals import Principal
 
 
-def _actor(body: Any) -> Actor:
-    return Actor(body.actor, body.reason)
+def _actor(body: Any, principal: Principal) -> Actor:
+    """The audit's actor: the name the operator or a service on its own account gives, else
+    the principal itself (a user cannot sign the trail with another name)."""
+    name = body.actor if principal.user is None else principal.label
+    return Actor(name, body.reason)
 
 
 async def recall(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: RecallBody) -> Reply:
+    async def handle(r: RecallBody, who: Principal) -> Reply:
+        await ledger.access.session(who, r.session_id, "recall")
         request = RecallRequest(
             r.session_id, r.query[: ledger.caps.max_query_chars], r.turn, r.step, r.explain, r.as_of
         )
         return await ledger.recaller.recall(request)
 
     # The composer's token budget bounds the reply.
-    return await serve(ledger, "recall", msg.body, RecallBody, handle, bounded=False)
+    return await serve(ledger, "recall", msg, RecallBody, handle, bounded=False)
 
 
 async def query(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: QueryBody) -> Reply:
+    async def handle(r: QueryBody, who: Principal) -> Reply:
+        await _scoped(ledger, who, "query", r.scope_id, r.session_id)
         states = () if r.state == "all" else (r.state,)
         f = EvidenceFilter(
             r.scope_id,
@@ -60,69 +67,78 @@ async def query(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -
         )
         return await ledger.rights.query(f)
 
-    return await serve(ledger, "query", msg.body, QueryBody, handle)
+    return await serve(ledger, "query", msg, QueryBody, handle)
 
 
 async def inspect(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: EvidenceRef) -> Reply:
+    async def handle(r: EvidenceRef, who: Principal) -> Reply:
+        await ledger.access.evidence(who, r.evidence_id, "inspect")
         return await ledger.rights.inspect(r.evidence_id)
 
-    return await serve(ledger, "inspect", msg.body, EvidenceRef, handle)
+    return await serve(ledger, "inspect", msg, EvidenceRef, handle)
 
 
 async def history(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: EvidenceRef) -> Reply:
+    async def handle(r: EvidenceRef, who: Principal) -> Reply:
+        await ledger.access.evidence(who, r.evidence_id, "history")
         return await ledger.rights.history(r.evidence_id)
 
-    return await serve(ledger, "history", msg.body, EvidenceRef, handle)
+    return await serve(ledger, "history", msg, EvidenceRef, handle)
 
 
 async def correct(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: CorrectBody) -> Reply:
+    async def handle(r: CorrectBody, who: Principal) -> Reply:
         if not (r.evidence_id or r.session_id or r.scope_id):
             raise RequestInvalid("a correction names evidence_id, session_id or scope_id")
+        if r.evidence_id:
+            await ledger.access.evidence(who, r.evidence_id, "correct")
+        await _named(ledger, who, "correct", r.scope_id, r.session_id)
         c = Correction(r.text, r.evidence_id, r.session_id or "", r.scope_id)
-        reply = await ledger.rights.correct(c, _actor(r))
+        reply = await ledger.rights.correct(c, _actor(r, who))
         await ledger.relay.flush()
         return reply
 
-    return await serve(ledger, "correct", msg.body, CorrectBody, handle)
+    return await serve(ledger, "correct", msg, CorrectBody, handle)
 
 
 def transition(op: str) -> Any:
     """The handler of one evidence transition (quarantine, release, redact, delete, rollback)."""
 
     async def handler(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-        async def handle(r: EvidenceRef) -> Reply:
-            reply = await ledger.rights.transition(r.evidence_id, op, _actor(r))
+        async def handle(r: EvidenceRef, who: Principal) -> Reply:
+            await ledger.access.evidence(who, r.evidence_id, op)
+            reply = await ledger.rights.transition(r.evidence_id, op, _actor(r, who))
             await ledger.relay.flush()
             return reply
 
-        return await serve(ledger, op, msg.body, EvidenceRef, handle)
+        return await serve(ledger, op, msg, EvidenceRef, handle)
 
     handler.__name__ = op
     return handler
 
 
 async def stats(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: StatsBody) -> Reply:
+    async def handle(r: StatsBody, who: Principal) -> Reply:
+        await _scoped(ledger, who, "stats", r.scope_id, None)
         return await ledger.rights.stats(r.scope_id)
 
-    return await serve(ledger, "stats", msg.body, StatsBody, handle)
+    return await serve(ledger, "stats", msg, StatsBody, handle)
 
 
 async def audit(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: AuditBody) -> Reply:
+    async def handle(r: AuditBody, who: Principal) -> Reply:
+        await _scoped(ledger, who, "audit", r.scope_id, None)
         limit = min(r.limit, ledger.caps.max_results)
         return await ledger.rights.audit(
             op=r.op, scope_id=r.scope_id, actor=r.by, target_id=r.target_id, limit=limit
         )
 
-    return await serve(ledger, "audit", msg.body, AuditBody, handle)
+    return await serve(ledger, "audit", msg, AuditBody, handle)
 
 
 async def export(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: ExportBody) -> Reply:
+    async def handle(r: ExportBody, who: Principal) -> Reply:
+        await _scoped(ledger, who, "export", r.scope_id, None)
         req = ExportRequest(
             r.scope_id,
             tuple(r.streams),
@@ -130,22 +146,24 @@ async def export(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) 
             r.cursor,
             min(r.limit, 1000),
         )
-        return await ledger.transfer.export(req, _actor(r))
+        return await ledger.transfer.export(req, _actor(r, who))
 
-    return await serve(ledger, "export", msg.body, ExportBody, handle)
+    return await serve(ledger, "export", msg, ExportBody, handle)
 
 
 async def import_(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: ImportBody) -> Reply:
-        reply = await ledger.transfer.import_jsonl(r.jsonl, _actor(r))
+    async def handle(r: ImportBody, who: Principal) -> Reply:
+        await ledger.access.operator(who, "import", "import")
+        reply = await ledger.transfer.import_jsonl(r.jsonl, _actor(r, who))
         await ledger.relay.flush()
         return reply
 
-    return await serve(ledger, "import", msg.body, ImportBody, handle)
+    return await serve(ledger, "import", msg, ImportBody, handle)
 
 
 async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
-    async def handle(r: ProposeBody) -> Reply:
+    async def handle(r: ProposeBody, who: Principal) -> Reply:
+        await ledger.access.scope(who, r.scope_id, "observation.propose")
         proposal = Proposal(
             r.scope_id,
             r.subject,
@@ -156,8 +174,27 @@ async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY))
             r.observed_at or datetime.now(UTC),
             r.authority,
         )
-        reply = await ledger.observations.propose(proposal, _actor(r))
+        reply = await ledger.observations.propose(proposal, _actor(r, who))
         await ledger.relay.flush()
         return reply
 
-    return await serve(ledger, "observation.propose", msg.body, ProposeBody, handle)
+    return await serve(ledger, "observation.propose", msg, ProposeBody, handle)
+
+
+async def _named(
+    ledger: Ledger, who: Principal, op: str, scope_id: str | None, session_id: str | None
+) -> None:
+    """Refuse unless `who` may act on the scope and the session the request names."""
+    if scope_id is not None:
+        await ledger.access.scope(who, scope_id, op)
+    if session_id is not None:
+        await ledger.access.session(who, session_id, op)
+
+
+async def _scoped(
+    ledger: Ledger, who: Principal, op: str, scope_id: str | None, session_id: str | None
+) -> None:
+    """As `_named`; naming neither means every scope, which only the operator may ask for."""
+    if scope_id is None and session_id is None:
+        await ledger.access.operator(who, op, f"{op} across every scope")
+    await _named(ledger, who, op, scope_id, session_id)

@@ -1,4 +1,5 @@
-"""The envelope of every ledger RPC: size limit, parsing, per-caller rate, structured errors.
+"""The envelope of every ledger RPC: principal, size limit, parsing, per-caller rate,
+structured errors.
 
 A reply is the operation's result, or `{"error": {"code", "message", "retryable"}}`; an RPC
 never answers with an exception trace, and an oversize reply becomes a `too_large` error.
@@ -15,7 +16,9 @@ from tavern_ledger.errors import RateLimited, RequestTooLarge
 from tavern_ledger.ledger import Ledger
 from tavern_ledger.requests import Request
 from tavern_runtime import rpc
+from tavern_runtime.context import Message
 from tavern_runtime.errors import TavernError
+from tavern_runtime.principals import Principal
 
 R = TypeVar("R", bound=Request)
 Reply = dict[str, Any]
@@ -32,19 +35,21 @@ def parse(raw: bytes, model: type[R], max_bytes: int) -> R:
 async def serve(
     ledger: Ledger,
     op: str,
-    raw: bytes,
+    msg: Message,
     model: type[R],
-    handle: Callable[[R], Awaitable[Reply]],
+    handle: Callable[[R, Principal], Awaitable[Reply]],
     *,
     bounded: bool = True,
 ) -> Reply:
-    """Run one RPC inside the envelope (`bounded=False`: the reply is small by construction)."""
+    """Run one RPC inside the envelope (`bounded=False`: the reply is small by construction).
+    `handle` gets the request and its verified principal, and authorizes before it acts."""
 
     async def work() -> Reply:
-        request = parse(raw, model, ledger.caps.max_request_bytes)
+        principal = await ledger.access.principal(msg.headers, op)
+        request = parse(msg.body, model, ledger.caps.max_request_bytes)
         if not ledger.limiter.allow(request.rate_key(), time.monotonic()):
             raise RateLimited("too many requests; slow down", key=request.rate_key())
-        reply = await handle(request)
+        reply = await handle(request, principal)
         return _bounded(reply, ledger.caps.max_reply_bytes) if bounded else reply
 
     return await rpc.answer(op, work)

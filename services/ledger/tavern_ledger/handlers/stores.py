@@ -19,6 +19,7 @@ from tavern_events.envelope import SessionEvent
 from tavern_events.errors import ContractError
 from tavern_events.skips import SkipCounter, Skipped
 from tavern_events.union import decode_or_skip
+from tavern_ledger.access import Access
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.ledger import gate_config
 from tavern_ledger.stores import bindings, catchup, outbox, rpc
@@ -28,6 +29,7 @@ from tavern_ledger.stores.domain.limits import StoreLimits
 from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
 from tavern_ledger.stores.errors import StoreUnavailable
 from tavern_ledger.stores.gate import memory_gate
+from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.context import Context, Message
 from tavern_runtime.dlq import dead_letter
@@ -74,6 +76,8 @@ class StoreHandlers:
 
     def __init__(self, broker: NatsBroker, settings: LedgerSettings) -> None:
         self.broker = broker
+        self.credentials = Credentials.of(settings)
+        self.access: Access | None = None
         self.global_enabled = settings.ledger_global_scope
         self.gate = partial(memory_gate, config=gate_config(settings))
         self.limits = StoreLimits(
@@ -90,13 +94,20 @@ class StoreHandlers:
             msg: Message, resources: ServiceResources = Context(RESOURCES_KEY)
         ) -> rpc.Reply:
             ctx = self._context(resources)
-            reply = await rpc.serve(ctx, self.limiter, op, msg.body)
+            access = self._access(resources)
+            reply = await rpc.serve(ctx, self.limiter, op, msg.body, access, msg.headers)
             if op.writes and "error" not in reply:  # facts an earlier publish left behind
                 await outbox.flush(ctx.pool, ctx.publish)
             return reply
 
         handle.__name__ = f"{op.name.replace('.', '_')}_rpc"
         return handle
+
+    def _access(self, resources: ServiceResources) -> Access:
+        """One per app, so the session owners it learns are kept across requests."""
+        if self.access is None:
+            self.access = Access(self.credentials, partial(_pool, resources))
+        return self.access
 
     def _context(self, resources: ServiceResources) -> StoreContext:
         return StoreContext(

@@ -13,7 +13,7 @@ from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.domain.text import terms
 from tavern_ledger.store import Conn, evidence
 from tavern_ledger.store.audit import payload_json
-from tavern_ledger.stores import bindings
+from tavern_ledger.stores import bindings, owners
 from tavern_ledger.stores.domain.scopes import evidence_scope_of
 
 # Each CTE after `inserted` keeps only what belongs to a row this statement inserted, so a
@@ -124,7 +124,7 @@ async def write_part(conn: Conn, part: PreparedPart) -> list[EvidenceRow]:
 
 async def sessions(conn: Conn, session_ids: Iterable[str]) -> dict[str, SessionFacts]:
     found = await conn.fetch(
-        "SELECT session_id, chat_id, session_type, parent_session_id, scope_id "
+        "SELECT session_id, chat_id, session_type, parent_session_id, scope_id, owner "
         "FROM ledger.ingest_session WHERE session_id = ANY($1::text[])",
         list(set(session_ids)),
     )
@@ -135,6 +135,7 @@ async def sessions(conn: Conn, session_ids: Iterable[str]) -> dict[str, SessionF
             r["session_type"],
             r["parent_session_id"],
             r["scope_id"] or "",
+            r["owner"],
         )
         for r in found
     }
@@ -145,17 +146,21 @@ async def save_sessions(conn: Conn, facts: Sequence[SessionFacts]) -> None:
         return
     await conn.execute(
         "INSERT INTO ledger.ingest_session "
-        "(session_id, chat_id, session_type, parent_session_id, scope_id)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) "
+        "(session_id, chat_id, session_type, parent_session_id, scope_id, owner)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
+        " $6::text[]) "
         "ON CONFLICT (session_id) DO UPDATE SET chat_id = excluded.chat_id, "
         "session_type = excluded.session_type, parent_session_id = excluded.parent_session_id, "
-        "scope_id = excluded.scope_id, updated_at = now()",
+        "scope_id = excluded.scope_id, owner = excluded.owner, updated_at = now()",
         [f.session_id for f in facts],
         [f.chat_id for f in facts],
         [f.session_type for f in facts],
         [f.parent_session_id for f in facts],
         [f.scope for f in facts],
+        [f.owner for f in facts],
     )
+    for f in facts:  # the scopes its evidence lands in belong to the session's owner
+        await owners.claim(conn, f.owner, (f.chat_id, f.session_id, f.scope))
 
 
 async def advance_checkpoint(conn: Conn, consumer: str, stream_seq: int) -> None:
@@ -178,15 +183,23 @@ async def checkpoint(conn: Conn, consumer: str) -> int:
 
 async def known_scope(conn: Conn, session_id: str) -> str | None:
     """The scope of a session's evidence as ingestion saw it created, else as its binding in
-    the stores says (both follow `memory_scope`); None while neither has seen the session."""
-    found = await conn.fetchval(
-        "SELECT coalesce(scope_id, chat_id) FROM ledger.ingest_session WHERE session_id = $1",
+    the stores says (both follow `memory_scope`); None while neither has seen the session. A
+    scope another owner claimed first is not this session's: its evidence stays in a scope of
+    its own (the session id)."""
+    found = await conn.fetchrow(
+        "SELECT coalesce(scope_id, chat_id) AS scope, owner FROM ledger.ingest_session "
+        "WHERE session_id = $1",
         session_id,
     )
-    if found:
-        return str(found)
-    binding = await bindings.load(conn, session_id)
-    return evidence_scope_of(binding) if binding is not None else None
+    if found is not None and found["scope"]:
+        scope, owner = str(found["scope"]), str(found["owner"])
+    else:
+        binding = await bindings.load(conn, session_id)
+        if binding is None:
+            return None
+        scope, owner = evidence_scope_of(binding), binding.owner
+    claimed = await owners.of_scope(conn, scope)
+    return scope if claimed in (None, owner) else session_id
 
 
 async def scope_of_session(conn: Conn, session_id: str) -> str:

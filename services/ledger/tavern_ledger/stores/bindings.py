@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from tavern_ledger.stores import owners
 from tavern_ledger.stores.domain.bindings import Effect, ModeChange, TurnClosed
-from tavern_ledger.stores.domain.scopes import Binding
+from tavern_ledger.stores.domain.scopes import Binding, evidence_scope_of
 
 Applied = Literal["applied", "stale", "missing"]
 Conn = Any
@@ -17,14 +18,14 @@ Conn = Any
 _UPSERT = """
 INSERT INTO ledger.session_binding (session_id, architecture, context_mode, chat_id, character_id,
                                     persona_id, agent_id, parent_session_id, updated_seq,
-                                    memory_reach)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                                    memory_reach, owner)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (session_id) DO UPDATE SET
   architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
   chat_id = EXCLUDED.chat_id, character_id = EXCLUDED.character_id,
   persona_id = EXCLUDED.persona_id, agent_id = EXCLUDED.agent_id,
   parent_session_id = EXCLUDED.parent_session_id, updated_seq = EXCLUDED.updated_seq,
-  memory_reach = EXCLUDED.memory_reach, updated_at = now()
+  memory_reach = EXCLUDED.memory_reach, owner = EXCLUDED.owner, updated_at = now()
 WHERE ledger.session_binding.updated_seq < EXCLUDED.updated_seq
 """
 _CHANGE_MODE = """
@@ -52,6 +53,11 @@ async def apply(conn: Conn, effect: Effect) -> Applied:
 
 
 async def _bind(conn: Conn, b: Binding) -> Applied:
+    # The claim comes first and never moves: a session naming another owner's chat or
+    # character is bound, but `resolve_scope` refuses it those scopes.
+    await owners.claim(
+        conn, b.owner, (b.chat_id, b.session_id, b.character_id, evidence_scope_of(b))
+    )
     status = await conn.execute(
         _UPSERT,
         b.session_id,
@@ -64,6 +70,7 @@ async def _bind(conn: Conn, b: Binding) -> Applied:
         b.parent_session_id,
         b.updated_seq,
         b.memory_reach,
+        b.owner,
     )
     return "applied" if _count(status) else "stale"
 
@@ -104,7 +111,8 @@ async def last_ended_turn(conn: Conn, session_id: str) -> int:
 async def load(conn: Conn, session_id: str) -> Binding | None:
     row = await conn.fetchrow(
         "SELECT session_id, architecture, context_mode, chat_id, character_id, persona_id, "
-        "agent_id, parent_session_id, updated_seq, memory_reach FROM ledger.session_binding "
+        "agent_id, parent_session_id, updated_seq, memory_reach, owner "
+        "FROM ledger.session_binding "
         "WHERE session_id = $1",
         session_id,
     )

@@ -1,4 +1,5 @@
-"""The store RPCs at the edge: size, shape and rate checks, a deadline, structured errors.
+"""The store RPCs at the edge: principal, size, shape and rate checks, ownership of the
+session, a deadline, structured errors.
 
 Every reply is a JSON object; a failure is `{"error": {"code", "message", "retryable", ...}}`
 (for a conflict, `error.current_revision`), never an exception the caller would see as a
@@ -11,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import asyncpg
 
@@ -32,6 +33,7 @@ from tavern_ledger.stores.errors import (
 from tavern_runtime import pgerrors
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.principals import Principal
 
 log = get_logger(__name__)
 
@@ -63,6 +65,14 @@ OPERATIONS: tuple[Operation[Any], ...] = (
 )
 
 
+class Authorizer(Protocol):
+    """Who asks, and whether they may act on the session they name (`tavern_ledger.access`)."""
+
+    async def principal(self, headers: Mapping[str, str] | None, op: str) -> Principal: ...
+
+    async def session(self, principal: Principal, session_id: str, op: str) -> None: ...
+
+
 def error_reply(exc: TavernError) -> Reply:
     """`{"error": {"code", "message", "retryable", ...details}}`."""
     return exc.as_reply()
@@ -73,16 +83,19 @@ async def serve(
     limiter: RateLimiter,
     op: Operation[Any],
     data: bytes,
+    access: Authorizer,
+    headers: Mapping[str, str] | None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Reply:
     """Answer one request; logs one line with the outcome."""
     started = clock()
     session_id: str | None = None
     try:
+        principal = await access.principal(headers, op.name)
         request = shapes.parse(op.request, shapes.load_json(data, ctx.limits.max_request_bytes))
         session_id = request.session_id
         _check_rate(limiter, request.session_id, clock())
-        reply = await _run(ctx, op, request)
+        reply = await _run(ctx, op, request, lambda: access.session(principal, session_id, op.name))
     except TavernError as exc:
         reply = error_reply(exc)
     except Exception as exc:  # the caller gets an answer, never a timeout
@@ -92,10 +105,15 @@ async def serve(
     return reply
 
 
-async def _run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest) -> Reply:
+Check = Callable[[], Awaitable[None]]
+
+
+async def _run(
+    ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest, authorize: Check
+) -> Reply:
     try:
         async with asyncio.timeout(ctx.limits.deadline_s):
-            reply = await _bound_run(ctx, op, request)
+            reply = await _bound_run(ctx, op, request, authorize)
     except TimeoutError:
         raise DeadlineExceeded(
             f"{op.name} did not finish within {ctx.limits.deadline_s}s"
@@ -112,15 +130,19 @@ async def _run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreReque
     return _bounded(reply, ctx.limits.max_reply_bytes)
 
 
-async def _bound_run(ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest) -> Reply:
-    """Run `op`; a session whose binding has not reached the store yet is read from its log
-    once and the operation run again."""
+async def _bound_run(
+    ctx: StoreContext, op: Operation[Any], request: shapes.StoreRequest, authorize: Check
+) -> Reply:
+    """Authorize, then run `op`; a session whose binding has not reached the store yet is
+    read from its log once and the whole asked again."""
     try:
+        await authorize()
         return await op.run(ctx, request)
     except UnknownSession:
         if ctx.catch_up is None or not await ctx.catch_up(request.session_id):
             raise
         log.info("binding_caught_up", session_id=request.session_id, op=op.name)
+        await authorize()
         return await op.run(ctx, request)
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from tavern_ledger.stores import audit, bindings
+from dataclasses import replace
+
+from tavern_ledger.stores import audit, bindings, owners
 from tavern_ledger.stores.bindings import Conn
 from tavern_ledger.stores.domain.requests import StoreRequest
-from tavern_ledger.stores.domain.scopes import Scopes, forged_claims, refuse_forged, scopes_of
-from tavern_ledger.stores.errors import UnknownSession
+from tavern_ledger.stores.domain.scopes import (
+    Binding,
+    Scopes,
+    forged_claims,
+    refuse_forged,
+    scopes_of,
+)
+from tavern_ledger.stores.errors import ScopeForbidden, UnknownSession
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -17,7 +25,23 @@ async def resolve_scope(conn: Conn, session_id: str) -> Scopes:
     binding = await bindings.load(conn, session_id)
     if binding is None:
         raise UnknownSession(f"session {session_id!r} has no binding (yet)")
-    return scopes_of(binding)
+    return await _owned(conn, binding, scopes_of(binding))
+
+
+async def _owned(conn: Conn, binding: Binding, scopes: Scopes) -> Scopes:
+    """The scopes, held to the session's owner: a chat claimed by another owner is refused;
+    a character claimed by another owner is left out (its memory is not this user's)."""
+    chat_owner = await owners.of_scope(conn, scopes.chat)
+    if chat_owner is not None and chat_owner != binding.owner:
+        raise ScopeForbidden(
+            f"session {binding.session_id!r} names a chat that belongs to another user"
+        )
+    if scopes.character is not None:
+        character_owner = await owners.of_scope(conn, scopes.character)
+        if character_owner is not None and character_owner != binding.owner:
+            log.info("character_scope_withheld", session_id=binding.session_id)
+            return replace(scopes, character=None)
+    return scopes
 
 
 async def authorise(conn: Conn, request: StoreRequest, tool: str) -> Scopes:

@@ -185,6 +185,7 @@ def _child_created(
         agent_id=parent.agent_id,
         title=title,
         memory_reach=parent.memory_reach,
+        owner=parent.owner,
     )
 
 

@@ -24,6 +24,8 @@ class Binding:
     persona_id: str | None = None
     agent_id: str = "main"
     memory_reach: MemoryReach | None = None
+    owner: str = "local"
+    """The user the session belongs to (`session/created`); only they may send it input."""
 
 
 @dataclass
@@ -85,6 +87,7 @@ class SessionState:
             p.persona_id,
             p.agent_id,
             p.memory_reach,
+            p.owner,
         )
 
     def _claim(self, claimed: Iterable[ClaimedInput]) -> None:

@@ -38,6 +38,7 @@ class SessionSummary:
     completion_tokens: int = 0
     total_tokens: int = 0
     forks: int = 0
+    owner: str = "local"
 
 
 def apply(state: SessionSummary, event: SessionEvent) -> SessionSummary:
@@ -75,6 +76,7 @@ def _created(state: SessionSummary, event: SessionCreated) -> None:
     state.chat_id, state.character_id, state.persona_id = p.chat_id, p.character_id, p.persona_id
     state.parent_session_id, state.forked_at_seq = p.parent_session_id, p.forked_at_seq
     state.title, state.created_at = p.title, event.ts
+    state.owner = p.owner
 
 
 def _ended(state: SessionSummary, event: TurnEnded) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -23,7 +22,7 @@ from tavern_events.union import encode, msg_id_for, subject_for
 from tavern_ledger.app import CONSUMERS, build_app
 from tavern_ledger.config import LedgerSettings
 from tavern_runtime.provision import provision
-from tests.support import eventually
+from tests.support import auth, eventually, signed_nats
 
 
 @dataclass
@@ -35,9 +34,19 @@ class Ledger:
     db: Any  # asyncpg.Connection
     seqs: dict[str, int]
 
-    async def call(self, op: str, payload: dict[str, Any], timeout: float = 5.0) -> Any:
+    async def call(
+        self,
+        op: str,
+        payload: dict[str, Any],
+        timeout: float = 5.0,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """Call a store RPC as the operator, unless `headers` say who else."""
         reply = await self.nc.request(
-            subjects.rpc("ledger", op), json.dumps(payload).encode(), timeout=timeout
+            subjects.rpc("ledger", op),
+            json.dumps(payload).encode(),
+            timeout=timeout,
+            headers=auth() if headers is None else headers,
         )
         return json.loads(reply.data)
 
@@ -121,7 +130,7 @@ def ledger_settings(
 async def start_ledger(
     nats_url: str, database_url: str, tmp_path: Path, **extra: Any
 ) -> AsyncIterator[Ledger]:
-    nc = await nats.connect(nats_url)
+    nc = await signed_nats(nats_url)
     js = nc.jetstream(timeout=5)
     await provision(js, consumers=CONSUMERS)
     app = build_app(ledger_settings(nats_url, database_url, tmp_path, **extra))

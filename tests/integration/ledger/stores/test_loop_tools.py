@@ -11,7 +11,9 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from tavern_loop.tools import ToolContext, ToolOutput, ToolRegistry
 from tavern_loop.tools.ledger_tools import ledger_tools
+from tavern_runtime import principals
 from tests.integration.ledger.stores.conftest import Ledger
+from tests.support import auth
 
 pytestmark = pytest.mark.integration
 
@@ -33,9 +35,13 @@ class Tools:
         )
 
     async def rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """As the loop's engine does it: no responder or a timeout is an error reply."""
+        """As the loop's engine does it: as the loop acting for the session's owner; no
+        responder or a timeout is an error reply."""
+        headers = auth(principals.service("loop").acting_for(principals.LOCAL_OWNER))
         try:
-            reply = await self.ledger.nc.request(subject, json.dumps(payload).encode(), timeout)
+            reply = await self.ledger.nc.request(
+                subject, json.dumps(payload).encode(), timeout, headers=headers
+            )
         except (NoRespondersError, NatsTimeout) as exc:
             return {"error": {"code": "unavailable", "message": repr(exc)}}
         body: dict[str, Any] = json.loads(reply.data)

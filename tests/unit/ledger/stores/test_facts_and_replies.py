@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,8 @@ from tavern_ledger.stores.domain.requests import VariableGet
 from tavern_ledger.stores.domain.scopes import Binding, ScopeKey
 from tavern_ledger.stores.domain.variables import Change, ScopeState, Stored, plan
 from tavern_ledger.stores.errors import RevisionConflict
+from tavern_runtime import principals
+from tavern_runtime.principals import Principal
 from tests.unit.ledger.stores.test_memory_rules import record
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -103,11 +106,21 @@ class Recorder:
         return {"name": req.name, "pad": "x" * 300}
 
 
+class Admitted:
+    """Who asks is the operator, always allowed (the access checks have tests of their own)."""
+
+    async def principal(self, headers: Mapping[str, str] | None, op: str) -> Principal:
+        return principals.OPERATOR
+
+    async def session(self, principal: Principal, session_id: str, op: str) -> None:
+        return None
+
+
 async def _serve(op: rpc.Operation[Any], body: object, limiter: RateLimiter | None = None) -> Any:
     ctx = StoreContext(pool=None, publish=None, limits=StoreLimits(max_reply_bytes=1000))  # type: ignore[arg-type]
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     limiter = limiter or RateLimiter(RatePolicy(100, 100))
-    return await rpc.serve(ctx, limiter, op, data, clock=lambda: 0.0)
+    return await rpc.serve(ctx, limiter, op, data, Admitted(), None, clock=lambda: 0.0)
 
 
 GET = {"session_id": "s1", "scope": "chat", "name": "hp"}

@@ -51,4 +51,5 @@ def binding_of(event: SessionCreated) -> Binding:
         parent_session_id=p.parent_session_id,
         updated_seq=event.seq,
         memory_reach=p.memory_reach,
+        owner=p.owner,
     )

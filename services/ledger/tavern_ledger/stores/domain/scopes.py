@@ -28,6 +28,7 @@ class Binding:
     parent_session_id: str | None
     updated_seq: int
     memory_reach: MemoryReach | None = None
+    owner: str = "local"
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def evidence_scope_of(binding: Binding) -> str:
         character_id=binding.character_id,
         agent_id=binding.agent_id,
         reach=binding.memory_reach,
+        owner=binding.owner,
     )
 
 
