@@ -116,7 +116,8 @@ class TcpProxy:
 
     def rewrite(self, dsn: str) -> str:
         parts = urlsplit(dsn)
-        user = f"{parts.username}@" if parts.username else ""
+        login = parts.netloc.rpartition("@")[0]  # user and password, as given
+        user = f"{login}@" if login else ""
         return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
