@@ -12,6 +12,7 @@ from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from tavern_consolidator.access import Access
 from tavern_consolidator.config import ConsolidatorSettings
 from tavern_consolidator.distillation import Distillation, Retry
 from tavern_consolidator.domain import policy, throttle
@@ -114,6 +115,7 @@ class Consolidator:
         self._model: Model | None = None
         self._js: JetStreamContext | None = None
         credentials = Credentials.of(settings)
+        self.access = Access(credentials)
         self.ledger = LedgerClient(
             lambda: broker.connection, headers=lambda: credentials.headers(CONSOLIDATOR)
         )

@@ -17,6 +17,7 @@ from tavern_consolidator.consolidator import CONSOLIDATOR_KEY, SERVICE, Consolid
 from tavern_consolidator.rpc import Reply, serve
 from tavern_consolidator.store import audit, connection
 from tavern_events import subjects
+from tavern_runtime import rpc
 from tavern_runtime.context import Context, Message
 
 VERSION = version("tavern-consolidator")
@@ -139,8 +140,26 @@ RPCS: dict[str, Any] = {
 """`tavern.rpc.consolidator.<op>` -> handler (request/reply, one queue group across replicas)."""
 
 
+def guarded(op: str, handler: Any) -> Any:
+    """`handler` behind the access check (`tavern_consolidator.access`): a refusal is the
+    reply, and the handler never runs."""
+
+    async def checked(body: Any, msg: Message, c: Consolidator = C) -> Reply:
+        refusal = await rpc.answer(op, lambda: _refused(c, op, msg))
+        return refusal if refusal else await handler(body, msg, c)
+
+    checked.__name__ = checked.__qualname__ = getattr(handler, "__name__", op)
+    checked.__doc__ = handler.__doc__
+    return checked
+
+
+async def _refused(c: Consolidator, op: str, msg: Message) -> Reply:
+    c.access.check(op, msg.headers)
+    return {}
+
+
 def register(broker: NatsBroker) -> None:
     """Bind every handler of the service to `broker`."""
     broker.subscriber(subjects.rpc(SERVICE, "ping"), queue=RPC_QUEUE)(ping)
     for op, handler in RPCS.items():
-        broker.subscriber(subjects.rpc(SERVICE, op), queue=RPC_QUEUE)(handler)
+        broker.subscriber(subjects.rpc(SERVICE, op), queue=RPC_QUEUE)(guarded(op, handler))
