@@ -35,11 +35,12 @@ from tavern_events.message import (
 from tavern_events.session import SessionCreated, SessionCreatedPayload
 from tavern_events.union import encode
 from tavern_projector.app import migrations
-from tavern_projector.domain import activation, lorebook
-from tavern_projector.domain.fields import Fields
+from tavern_projector.domain import activation
 from tavern_projector.framework import Target
 from tavern_projector.projections.chat import FLUSH_EVERY, ChatProjection
 from tavern_projector.rebuild import Reader, rebuild_all
+from tavern_runtime.cards import lorebook
+from tavern_runtime.cards.fields import Fields
 from tavern_runtime.embedded import EmbeddedPostgres
 from tavern_runtime.migrations import migrate
 from tavern_runtime.provision import provision

@@ -22,9 +22,8 @@ import nats.errors
 from nats.aio.client import Client
 
 from tavern_events import subjects
-from tavern_projector import importer
-from tavern_projector.domain import cards
 from tavern_runtime import chatimport, stchat
+from tavern_runtime.cards import cards, importer
 from tavern_runtime.chatimport import ChatTarget, Status
 from tavern_runtime.errors import TavernError
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter

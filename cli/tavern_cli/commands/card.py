@@ -15,8 +15,8 @@ from tavern_cli import initialise
 from tavern_cli.commands.replay import add_server_options, endpoints_of
 from tavern_cli.endpoints import nats_connection
 from tavern_cli.rundir import data_dir_from_env
-from tavern_projector import importer
-from tavern_projector.domain.cards import ImportedAsset
+from tavern_runtime.cards import importer
+from tavern_runtime.cards.cards import ImportedAsset
 from tavern_runtime.errors import TavernError
 
 

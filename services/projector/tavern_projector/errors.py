@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tavern_runtime.cards.errors import CardError as CardError
 from tavern_runtime.errors import PermanentError, TransientError, ValidationFailed
 
 
@@ -13,17 +14,6 @@ class BadRequest(ValidationFailed):
 
 class NotFound(PermanentError):
     code = "not_found"
-
-
-class CardError(ValidationFailed):
-    """A character card, lorebook or persona that cannot be imported; `field` names the culprit."""
-
-    code = "invalid"
-    reason = "invalid_card"
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}", field=field)
-        self.field = field
 
 
 class ProjectionBusy(TransientError):

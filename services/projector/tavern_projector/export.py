@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tavern_projector.domain import png, stformat
+from tavern_projector.domain import stformat
+from tavern_runtime.cards import png
 
 V1_FIELDS = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
 

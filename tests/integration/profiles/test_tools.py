@@ -12,7 +12,7 @@ from tavern_events.envelope import SessionEvent
 from tavern_loop.options import ProfileOptions
 from tavern_loop.tools.policy import BULK_REFUSED, GLOBAL_REFUSED, profile_tools
 from tavern_loop.tools.tavern_tools import history_search
-from tavern_projector import importer
+from tavern_runtime.cards import importer
 from tests.integration.ledger.stores.conftest import Ledger
 from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
 from tests.integration.profiles.conftest import command, requests

@@ -18,7 +18,7 @@ from tavern_events.message import (
 from tavern_events.session import SessionCreated, SessionCreatedPayload
 from tavern_events.step import StepEnded, StepStarted
 from tavern_events.turn import TurnEnded, TurnEndedPayload, TurnStarted, TurnStartedPayload
-from tavern_projector import importer
+from tavern_runtime.cards import importer
 from tests.integration.projector.conftest import Projector
 
 CARDS = Path(__file__).resolve().parents[2] / "fixtures" / "cards"

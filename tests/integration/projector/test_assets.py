@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tavern_events.streams import ASSETS
-from tavern_projector import importer
 from tavern_projector.errors import CardError
+from tavern_runtime.cards import importer
 from tests.integration.projector.conftest import Projector
 from tests.integration.projector.scenes import CARDS, import_fixture, scripted_turn
 

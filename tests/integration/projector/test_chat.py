@@ -12,8 +12,8 @@ import pytest
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage, UserMessage
 from tavern_events.request import AgentRequest
-from tavern_projector import importer
 from tavern_projector.domain.stformat import MONTHS
+from tavern_runtime.cards import importer
 from tests.integration.projector.conftest import Projector
 from tests.integration.projector.scenes import scripted_turn
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tavern_projector.domain import cards, png
 from tavern_runtime import chatimport, stchat
+from tavern_runtime.cards import cards, png
 from tests.integration.ledger.stores.conftest import Ledger
 from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
 from tests.integration.profiles.conftest import command

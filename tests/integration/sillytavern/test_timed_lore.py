@@ -10,7 +10,7 @@ import pytest
 
 from tavern_loop.domain.stchat import past_activations, st_chat
 from tavern_loop.options import LoopOptions, ProfileOptions, StOptions
-from tavern_projector import importer
+from tavern_runtime.cards import importer
 from tests.integration.loop.checks import RecordingProvider, recording_router
 from tests.integration.profiles.conftest import check_rebuilt, command, requests, stop
 from tests.integration.projector.conftest import Projector

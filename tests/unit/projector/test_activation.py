@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tavern_projector.domain import activation, lorebook
+from tavern_projector.domain import activation
 from tavern_projector.domain.activation import Book, Message, ScanSettings
-from tavern_projector.domain.fields import Fields
+from tavern_runtime.cards import lorebook
+from tavern_runtime.cards.fields import Fields
 
 
 def entry(uid: int, keys: list[str], content: str = "", **fields: Any) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tavern_projector.domain import cards, lorebook, png
 from tavern_projector.errors import CardError
+from tavern_runtime.cards import cards, lorebook, png
 
 CARDS = Path(__file__).resolve().parents[2] / "fixtures" / "cards"
 

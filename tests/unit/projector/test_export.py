@@ -6,8 +6,8 @@ import base64
 import json
 from pathlib import Path
 
-from tavern_projector.domain import cards, png
 from tavern_projector.export import card_json, card_png, persona_backup, saved_chat, world_file
+from tavern_runtime.cards import cards, png
 
 CARDS = Path(__file__).resolve().parents[2] / "fixtures" / "cards"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tavern_projector.domain import png
 from tavern_projector.errors import CardError
+from tavern_runtime.cards import png
 
 
 def test_text_chunks_round_trip_before_iend() -> None:

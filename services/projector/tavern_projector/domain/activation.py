@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from tavern_projector.domain.lorebook import AND_ALL, AND_ANY, NOT_ALL, NOT_ANY
+from tavern_runtime.cards.lorebook import AND_ALL, AND_ANY, NOT_ALL, NOT_ANY
 
 MAX_SCAN_DEPTH = 1000
 START = "\x01"

@@ -11,9 +11,10 @@ from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetImportedPayload, AssetRemoved, AssetUpdated
 from tavern_events.envelope import AssetEvent
 from tavern_events.streams import ASSETS
-from tavern_projector.domain import cards, lorebook, stformat
+from tavern_projector.domain import stformat
 from tavern_projector.errors import CardError
 from tavern_projector.framework import Conn, Entry, Projection, Target
+from tavern_runtime.cards import cards, lorebook
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)

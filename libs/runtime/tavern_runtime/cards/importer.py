@@ -20,9 +20,9 @@ from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetImportedPayload
 from tavern_events.streams import ASSETS
 from tavern_events.union import Decoded, decode_or_skip, encode
-from tavern_projector.domain import cards, png
-from tavern_projector.domain.cards import AssetKind, ImportedAsset
-from tavern_projector.errors import CardError
+from tavern_runtime.cards import cards, png
+from tavern_runtime.cards.cards import AssetKind, ImportedAsset
+from tavern_runtime.cards.errors import CardError
 
 MAX_EVENT_BYTES = 900_000
 """Stay under NATS's default 1 MiB payload limit."""

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tavern_events.asset import content_hash_of
-from tavern_projector.domain import charx, lorebook, png
-from tavern_projector.domain.fields import Fields
-from tavern_projector.errors import CardError
+from tavern_runtime.cards import charx, lorebook, png
+from tavern_runtime.cards.errors import CardError
+from tavern_runtime.cards.fields import Fields
 
 AssetKind = Literal["character", "lorebook", "persona"]
 V2, V3 = "chara_card_v2", "chara_card_v3"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tavern_projector.errors import CardError
+from tavern_runtime.cards.errors import CardError
 
 _ABSENT = object()
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tavern_projector.domain.fields import Fields
-from tavern_projector.errors import CardError
+from tavern_runtime.cards.errors import CardError
+from tavern_runtime.cards.fields import Fields
 
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 MAX_ENTRIES = 5000

@@ -11,7 +11,7 @@ import json
 import zipfile
 from typing import Any
 
-from tavern_projector.errors import CardError
+from tavern_runtime.cards.errors import CardError
 
 ZIP_MAGIC = b"PK\x03\x04"
 MAX_CARD_BYTES = 4_000_000

@@ -6,7 +6,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from tavern_projector.errors import CardError
+from tavern_runtime.cards.errors import CardError
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
