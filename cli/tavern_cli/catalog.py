@@ -1,4 +1,4 @@
-"""The four services of AgentTavern, as the CLI knows them: name, package, colour.
+"""The services of AgentTavern, as the CLI knows them: name, package, colour.
 
 Each service package has `app.py` with `SERVICE`, `STREAMS`, `CONSUMERS`, `migrations()` and
 `build_app(settings)`, and `__main__.py` with `main()`. Modules are imported on demand.
@@ -45,7 +45,12 @@ SERVICES: tuple[ServiceEntry, ...] = (
     ServiceEntry("consolidator", "33"),
     ServiceEntry("projector", "32"),
 )
-BY_NAME: dict[str, ServiceEntry] = {s.name: s for s in SERVICES}
+"""The services on the bus (FastStream apps)."""
+GATEWAY = ServiceEntry("gateway", "34")
+"""The web app and HTTP API (an ASGI app on uvicorn), the only thing a browser talks to."""
+ALL: tuple[ServiceEntry, ...] = (*SERVICES, GATEWAY)
+"""Every process `tavern up` runs."""
+BY_NAME: dict[str, ServiceEntry] = {s.name: s for s in ALL}
 
 
 def all_consumers() -> tuple[ConsumerSpec, ...]:

@@ -77,7 +77,7 @@ READY_TIMEOUT_S = 90.0
 async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str = "") -> None:
     """The demo as `tavern up` plays it: once every service is ready, on stdout."""
     from tavern_cli.probes import all_ready
-    from tavern_cli.rundir import Layout
+    from tavern_cli.rundir import Layout, gateway_url
     from tavern_runtime.settings import TavernSettings
 
     layout = Layout(data_dir)
@@ -103,3 +103,9 @@ async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str
         f"with `./tavern chat --session {result.session_id}`; Ctrl-C stops everything.",
         flush=True,
     )
+    url = gateway_url(layout)
+    if url:
+        print(
+            f"open {url} : the demo conversation is there, under the owner account",
+            flush=True,
+        )

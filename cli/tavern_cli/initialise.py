@@ -72,7 +72,7 @@ async def migrate_all(
     if roles:
         await ensure_roles(database_url, roles)
     reports = []
-    for entry in catalog.SERVICES:
+    for entry in catalog.ALL:
         migrations = entry.migrations()
         if migrations is None:
             continue

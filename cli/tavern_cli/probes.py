@@ -127,7 +127,7 @@ async def probe_postgres(database_url: str) -> Check:
 
 
 async def probe_services(layout: Layout, nc: Client | None) -> list[ServiceRow]:
-    return list(await asyncio.gather(*(_service(layout, s.name, nc) for s in catalog.SERVICES)))
+    return list(await asyncio.gather(*(_service(layout, s.name, nc) for s in catalog.ALL)))
 
 
 async def _service(layout: Layout, name: str, nc: Client | None) -> ServiceRow:
@@ -166,7 +166,7 @@ async def readiness(url: str) -> tuple[bool, str]:
 
 async def all_ready(layout: Layout) -> bool:
     """Every service has a live health file and answers `/readyz` with 200."""
-    for entry in catalog.SERVICES:
+    for entry in catalog.ALL:
         record = read_health(layout, entry.name)
         if record is None or not (await readiness(str(record["url"])))[0]:
             return False

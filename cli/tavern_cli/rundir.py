@@ -92,6 +92,12 @@ def read_health(layout: Layout, service: str) -> dict[str, Any] | None:
     return record
 
 
+def gateway_url(layout: Layout) -> str | None:
+    """The web app's URL, as the running gateway wrote it (`run/gateway.url`)."""
+    found = _read_json(layout.run / "gateway.url")
+    return str(found["url"]) if found and found.get("url") else None
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         loaded = json.loads(path.read_text())

@@ -32,6 +32,8 @@ from tests.reliability.proxy import CutProxy
 from tests.support import TEST_AUTH_KEY, signed_nats
 
 SERVICES = ("loop", "ledger", "projector", "consolidator")
+WITH_GATEWAY = (*SERVICES, "gateway")
+"""The services plus the web app's gateway (browser tests): its URL is `Stack.gateway_url`."""
 READY_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 1.0
 
@@ -386,6 +388,11 @@ class Stack:
                 continue
             lags[spec.name] = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
         return lags
+
+    @property
+    def gateway_url(self) -> str:
+        """The URL the gateway wrote once it listened (`<data dir>/run/gateway.url`)."""
+        return str(json.loads((self.data_dir / "run" / "gateway.url").read_text())["url"])
 
     def unexpected_exits(self) -> list[Exit]:
         return [e for s in self.services.values() for e in s.unexpected]

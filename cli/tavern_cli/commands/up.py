@@ -1,7 +1,8 @@
 """`tavern up`: the whole system on this machine until Ctrl-C.
 
 Embedded NATS and Postgres under the data dir (unless `TAVERN_NATS_URL` / `TAVERN_DATABASE_URL`
-point elsewhere), provisioning and migrations, then the four services as separate processes.
+point elsewhere), provisioning and migrations, then the services as separate processes; it
+prints the web app's URL.
 A second `tavern up` on the same data dir resumes with all its data.
 """
 
@@ -26,6 +27,7 @@ from tavern_cli.rundir import (
     Servers,
     UpLock,
     data_dir_from_env,
+    gateway_url,
     remove_servers,
     write_servers,
 )
@@ -207,7 +209,7 @@ async def _session(
     write_servers(layout, servers)
     grace_s = settings.shutdown_grace_s + STOP_MARGIN_S
     supervisor = Supervisor(
-        catalog.SERVICES,
+        catalog.ALL,
         _child_env(layout, servers, embedded),
         out,
         grace_s,
@@ -297,7 +299,7 @@ def _banner(layout: Layout, servers: Servers, out: Printer) -> None:
     out.say(f"  NATS      {redact_url(servers.nats_url)}{nats_note}")
     out.say(f"  Postgres  {pg.describe_dsn(servers.database_url)}")
     out.say(f"  data dir  {layout.root}")
-    out.say(f"  services  {', '.join(s.name for s in catalog.SERVICES)}")
+    out.say(f"  services  {', '.join(s.name for s in catalog.ALL)}")
     out.say("  `tavern status` in another shell shows health; Ctrl-C stops everything")
 
 
@@ -306,10 +308,17 @@ async def _announce_ready(layout: Layout, out: Printer, stop: asyncio.Event) -> 
     while not stop.is_set() and asyncio.get_running_loop().time() < deadline:
         if await all_ready(layout):
             out.say("all services ready")
+            _say_url(layout, out)
             return
         await asyncio.sleep(0.5)
     if not stop.is_set():
         out.say(f"not all services ready after {READY_TIMEOUT_S:.0f}s: see `tavern status`")
+
+
+def _say_url(layout: Layout, out: Printer) -> None:
+    url = gateway_url(layout)
+    if url:
+        out.say(f"open {url} (the web app; the first visit creates the owner account)")
 
 
 def _demo(

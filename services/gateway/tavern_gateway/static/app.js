@@ -1,0 +1,440 @@
+// AgentTavern web app: one small script, no build step. Text from models, cards and users is
+// always escaped first; markdown is a tiny safe subset applied to escaped text.
+"use strict";
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const csrf = () => (document.cookie.match(/(?:^|; )tavern_csrf=([^;]*)/) || [])[1] || $('meta[name="csrf"]').content;
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+// Escape, then: fenced code, inline code, **bold**, *italic*, line breaks. No links, no HTML.
+function markdown(text) {
+  const parts = String(text).split(/```/);
+  return parts.map((part, i) => {
+    if (i % 2 === 1) return "<pre><code>" + escapeHtml(part.replace(/^[a-z0-9_-]*\n/i, "")) + "</code></pre>";
+    let html = escapeHtml(part);
+    html = html.replace(/`([^`\n]+)`/g, "<code>$1</code>");
+    html = html.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
+    html = html.replace(/(^|[^*])\*([^*\n]+)\*/g, "$1<em>$2</em>");
+    return html.replace(/\n/g, "<br>");
+  }).join("");
+}
+
+function notice(message, kind = "error") {
+  const box = $("#notice");
+  box.textContent = message;
+  box.className = kind;
+  box.hidden = false;
+}
+
+function clearNotice() { $("#notice").hidden = true; }
+
+async function api(method, url, body, isForm = false) {
+  const headers = { "X-CSRF-Token": csrf() };
+  let payload;
+  if (isForm) payload = body;
+  else if (body !== undefined) { headers["Content-Type"] = "application/json"; payload = JSON.stringify(body); }
+  let response;
+  try {
+    response = await fetch(url, { method, headers, body: payload, credentials: "same-origin" });
+  } catch (err) {
+    const error = new Error("The server cannot be reached; nothing was lost, try again.");
+    notice(error.message);
+    throw error;
+  }
+  const type = response.headers.get("Content-Type") || "";
+  const data = type.includes("json") ? await response.json() : await response.text();
+  if (!response.ok) {
+    const err = (data && data.error) || { code: "error", message: response.statusText };
+    let message = err.message;
+    if (response.status === 401 && !url.startsWith("/api/login")) {
+      message = "Your session has expired. Sign in again in another tab; what you typed is still here.";
+    }
+    notice(message);
+    const error = new Error(message);
+    error.code = err.code;
+    throw error;
+  }
+  return data;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "html") node.innerHTML = v; // only ever markdown() output
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined && v !== false) node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+// --- accounts ----------------------------------------------------------------------------------
+
+function accountForm() {
+  const form = $("#account-form");
+  if (!form) return;
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearNotice();
+    try {
+      await api("POST", form.dataset.action, { name: $("#name").value, password: $("#password").value });
+      location.href = form.dataset.next || "/";
+    } catch (e) { /* notice shown; the form keeps what was typed */ }
+  });
+}
+
+function header() {
+  const out = $("#logout");
+  if (out) out.addEventListener("click", async () => { await api("POST", "/api/logout"); location.href = "/login"; });
+  const all = $("#logout-everywhere");
+  if (all) all.addEventListener("click", async () => { await api("POST", "/api/logout-everywhere"); location.href = "/login"; });
+}
+
+// --- gallery, import, new chat -------------------------------------------------------------------
+
+async function indexPage() {
+  const [chars, sessions] = await Promise.all([api("GET", "/api/characters"), api("GET", "/api/sessions")]);
+  renderGallery(chars.characters);
+  const chats = $("#chats");
+  chats.replaceChildren();
+  for (const s of sessions.sessions) {
+    const label = `${s.session_id} · ${s.architecture}${s.context_mode ? " / " + s.context_mode : ""} · ${s.turns} turns`;
+    chats.append(el("li", {}, el("a", { href: `/chat/${s.session_id}`, text: label })));
+  }
+  if (!sessions.sessions.length) chats.append(el("li", { text: "No chats yet." }));
+  const input = $("#import-file");
+  input.addEventListener("change", () => { if (input.files[0]) importFile(input.files[0]); });
+  const drop = $("#import");
+  drop.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (ev) => {
+    ev.preventDefault(); drop.classList.remove("over");
+    if (ev.dataTransfer.files[0]) importFile(ev.dataTransfer.files[0]);
+  });
+  $("#new-chat").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    await startChat($("#character").value || null);
+  });
+  const invite = $("#invite");
+  if (invite) invite.addEventListener("click", async () => {
+    const found = await api("POST", "/api/invites");
+    $("#invite-link").replaceChildren(el("span", { text: "Invite link (one use): " }), el("code", { text: found.url }));
+  });
+}
+
+function renderGallery(characters) {
+  const gallery = $("#gallery");
+  const select = $("#character");
+  gallery.replaceChildren();
+  select.replaceChildren(el("option", { value: "", text: "(none)" }));
+  for (const c of characters) {
+    const img = c.avatar ? el("img", { src: c.avatar, alt: `Avatar of ${c.name}`, width: 96, height: 96 }) : el("div", { class: "noavatar", "aria-hidden": "true", text: c.name.slice(0, 1) });
+    gallery.append(el("li", { class: "character" }, img, el("h3", { text: c.name }),
+      c.greeting ? el("p", { class: "greeting", text: c.greeting.slice(0, 160) }) : null,
+      el("button", { type: "button", "aria-label": `Chat with ${c.name}`, onclick: () => startChat(c.asset_id) }, "Chat")));
+    select.append(el("option", { value: c.asset_id, text: c.name }));
+  }
+}
+
+async function importFile(file) {
+  clearNotice();
+  const status = $("#import-status");
+  status.textContent = `Importing ${file.name} …`;
+  const form = new FormData();
+  form.append("file", file);
+  try {
+    const found = await api("POST", "/api/assets", form, true);
+    status.textContent = `${found.duplicate ? "Already imported" : "Imported"} ${found.kind} ${found.name}.`;
+    const chars = await api("GET", "/api/characters");
+    renderGallery(chars.characters);
+  } catch (e) { status.textContent = `Not imported: ${e.message}`; }
+}
+
+async function startChat(characterId) {
+  const body = { architecture: $("#architecture").value, context_mode: $("#context-mode").value };
+  if (characterId) body.character_id = characterId;
+  const found = await api("POST", "/api/sessions", body);
+  location.href = found.url;
+}
+
+// --- the chat ------------------------------------------------------------------------------------
+
+const chat = { turns: new Map(), bubbles: new Map(), steps: new Map(), binding: null, running: false };
+
+function turnItem(turn) {
+  let item = chat.turns.get(turn);
+  if (!item) {
+    item = el("li", { class: "turn", "data-turn": turn });
+    $("#log").append(item);
+    chat.turns.set(turn, item);
+  }
+  return item;
+}
+
+function stepBox(ev) {
+  const key = `${ev.turn}.${ev.step}`;
+  let box = chat.steps.get(key);
+  if (!box) {
+    const summary = el("summary", { text: `Step ${ev.step}: tools and memory` });
+    box = el("details", { class: "step", "data-step": key }, summary, el("ul", { class: "step-items" }));
+    turnItem(ev.turn).append(box);
+    chat.steps.set(key, box);
+  }
+  return $(".step-items", box);
+}
+
+function bubble(ev, role) {
+  const key = `${ev.turn}.${ev.step}.${role}`;
+  let node = chat.bubbles.get(key);
+  if (!node) {
+    node = el("div", { class: `msg ${role}`, "data-role": role });
+    node.raw = "";
+    turnItem(ev.turn).append(node);
+    chat.bubbles.set(key, node);
+  }
+  return node;
+}
+
+function onEvent(ev) {
+  const p = ev.payload || {};
+  switch (ev.type) {
+    case "session/created":
+      chat.binding = p;
+      $("#binding").textContent = `${p.architecture}${p.context_mode ? " · " + p.context_mode : ""}${p.character_id ? " · character " + p.character_id : ""}`;
+      if (p.context_mode) $("#mode").value = p.context_mode;
+      greeting(p.character_id);
+      break;
+    case "session/binding-changed":
+      $("#binding").textContent = `${chat.binding ? chat.binding.architecture : ""} · ${p.to_context_mode} (from the next turn)`;
+      break;
+    case "user/message":
+      if (ev.form === "recall") {
+        const items = stepBox(ev);
+        items.append(el("li", { class: "recall" }, el("details", {}, el("summary", { text: "Memory recalled" }), el("div", { class: "recalled", text: p.text }))));
+      } else if ((ev.source || "").startsWith("plugin:")) {
+        stepBox(ev).append(el("li", { class: "dim", text: `${ev.source}: ${p.text}` }));
+      } else {
+        const node = el("div", { class: "msg user", "data-role": "user" }, el("div", { class: "who", text: "You" }), el("div", { class: "text", html: markdown(p.text) }));
+        turnItem(ev.turn).append(node);
+      }
+      break;
+    case "turn/start":
+      chat.running = true;
+      turnItem(ev.turn).setAttribute("aria-busy", "true");
+      break;
+    case "assistant/chunk": {
+      if (!p.delta) break;
+      const node = bubble(ev, "assistant");
+      node.raw += p.delta;
+      node.innerHTML = `<div class="who">Assistant</div><div class="text">${markdown(node.raw)}</div>`;
+      node.dataset.streaming = "true";
+      break;
+    }
+    case "assistant/message": {
+      if (!p.content && !(chat.bubbles.get(`${ev.turn}.${ev.step}.assistant`))) break;
+      const node = bubble(ev, "assistant");
+      node.raw = p.content || node.raw;
+      node.innerHTML = `<div class="who">Assistant</div><div class="text">${markdown(node.raw)}</div>`;
+      node.dataset.streaming = "false";
+      if (p.partial) node.append(el("p", { class: "dim", text: "(partial reply kept: the turn was cancelled)" }));
+      break;
+    }
+    case "tool/call":
+      stepBox(ev).append(el("li", { class: "tool" }, el("code", { text: `→ ${p.name}(${(p.arguments || "").slice(0, 300)})` })));
+      break;
+    case "tool/result":
+      stepBox(ev).append(el("li", { class: p.ok ? "tool" : "tool bad" }, el("code", { text: `${p.ok ? "←" : "✗"} ${p.name}: ${(p.content || "").slice(0, 400)}` })));
+      break;
+    case "context/compacted":
+      turnItem(ev.turn).append(el("p", { class: "dim", text: `Context compacted (${p.strategy}): ${p.tokens_before} → ${p.tokens_after} tokens` }));
+      break;
+    case "turn/end": {
+      chat.running = false;
+      const item = turnItem(ev.turn);
+      item.removeAttribute("aria-busy");
+      item.dataset.outcome = p.outcome;
+      if (p.outcome !== "completed") {
+        const why = p.error ? `: ${p.error.message}` : (p.reason ? ` (${p.reason})` : "");
+        item.append(el("p", { class: "warn", role: "status", text: `Turn ${ev.turn} ${p.outcome}${why}` }));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+async function greeting(characterId) {
+  if (!characterId || $("#greeting")) return;
+  try {
+    const found = await api("GET", "/api/characters");
+    const c = found.characters.find((x) => x.asset_id === characterId);
+    if (!c) return;
+    $("#chat-title").textContent = `Chat with ${c.name}`;
+    if (c.greeting) {
+      const node = el("li", { id: "greeting", class: "turn" }, el("div", { class: "msg assistant greeting-msg" }, el("div", { class: "who", text: c.name }), el("div", { class: "text", html: markdown(c.greeting) })));
+      $("#log").prepend(node);
+    }
+  } catch (e) { /* shown */ }
+}
+
+function chatPage() {
+  const sid = $("#chat").dataset.session;
+  const source = new EventSource(`/api/sessions/${sid}/events`);
+  source.onmessage = (msg) => {
+    try { onEvent(JSON.parse(msg.data)); } catch (e) { console.error(e); }
+  };
+  source.onerror = () => { /* EventSource reconnects with Last-Event-ID */ };
+  const box = $("#message");
+  const draftKey = `draft:${sid}`;
+  box.value = sessionStorage.getItem(draftKey) || "";
+  box.addEventListener("input", () => sessionStorage.setItem(draftKey, box.value));
+  box.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); $("#composer").requestSubmit(); }
+  });
+  $("#composer").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = box.value.trim();
+    if (!text) return;
+    clearNotice();
+    try {
+      if (text === "/compact") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact" });
+      else await api("POST", `/api/sessions/${sid}/messages`, { text });
+      box.value = "";
+      sessionStorage.removeItem(draftKey);
+    } catch (e) { /* notice shown; the text stays in the box */ }
+  });
+  $("#cancel").addEventListener("click", () => api("POST", `/api/sessions/${sid}/cancel`).catch(() => {}));
+  for (const button of document.querySelectorAll("[data-command]")) {
+    button.addEventListener("click", () => api("POST", `/api/sessions/${sid}/commands`, { name: button.dataset.command }).catch(() => {}));
+  }
+  $("#mode-switch").addEventListener("click", () => api("POST", `/api/sessions/${sid}/commands`, { name: "mode", args: { mode: $("#mode").value } }).catch(() => {}));
+  $("#fork").addEventListener("click", async () => {
+    const found = await api("POST", `/api/sessions/${sid}/commands`, { name: "fork" });
+    if (found.fork) notice(`Forked into ${found.fork}: it opens once the fork is made.`, "info");
+    setTimeout(() => { location.href = `/chat/${found.fork}`; }, 1500);
+  });
+}
+
+// --- the management panel ------------------------------------------------------------------------
+
+async function managePage() {
+  const root = $("#manage");
+  const select = $("#manage-session");
+  const sessions = (await api("GET", "/api/sessions")).sessions;
+  for (const s of sessions) select.append(el("option", { value: s.session_id, text: `${s.session_id} · ${s.architecture}${s.context_mode ? " / " + s.context_mode : ""}` }));
+  if (root.dataset.session) select.value = root.dataset.session;
+  const load = () => loadChat(select.value, sessions.find((s) => s.session_id === select.value));
+  select.addEventListener("change", load);
+  $("#memory-search").addEventListener("submit", (ev) => { ev.preventDefault(); loadMemory(select.value); });
+  $("#cleanup").addEventListener("click", () => cleanup(select.value));
+  if (select.value) load();
+}
+
+function loadChat(sid, row) {
+  if (!sid) return;
+  $("#manage-binding").textContent = row ? `Architecture ${row.architecture}${row.context_mode ? ", context mode " + row.context_mode : ""}; chat ${row.chat_id}${row.character_id ? "; character " + row.character_id : ""}` : sid;
+  $("#export").href = `/api/sessions/${sid}/memory/export`;
+  loadMemory(sid);
+  loadTools(sid);
+}
+
+async function loadMemory(sid) {
+  const params = new URLSearchParams({ session_id: sid, state: $("#memory-state").value });
+  const text = $("#memory-text").value.trim();
+  if (text) params.set("text", text);
+  const body = $("#memory tbody");
+  try {
+    const found = await api("GET", `/api/memory?${params}`);
+    body.replaceChildren();
+    for (const item of found.items || []) body.append(memoryRow(sid, item));
+    if (!(found.items || []).length) body.append(el("tr", {}, el("td", { colspan: 6, text: "No memory items." })));
+  } catch (e) { /* shown */ }
+}
+
+function memoryRow(sid, item) {
+  const id = item.evidence_id || item.id;
+  const actions = el("td", { class: "row-actions" });
+  const act = (label, fn) => actions.append(el("button", { type: "button", "aria-label": `${label} ${id}`, onclick: fn }, label));
+  act("Inspect", () => detail(`/api/memory/${id}`, "Item"));
+  act("History", () => detail(`/api/memory/${id}/history`, "History"));
+  act("Correct", () => correctForm(sid, item));
+  for (const action of ["release", "quarantine", "redact", "delete", "rollback"]) {
+    act(action[0].toUpperCase() + action.slice(1), async () => {
+      await api("POST", `/api/memory/${id}/${action}`, { reason: `${action} from the web app` }).catch(() => null);
+      loadMemory(sid);
+    });
+  }
+  return el("tr", { "data-id": id }, el("td", { class: "mem-text", text: item.text || item.content || "" }),
+    el("td", { text: item.source_class || item.source || "" }), el("td", { text: item.authority || "" }),
+    el("td", { text: item.claim_domain || item.domain || "" }), el("td", { text: item.state || "" }), actions);
+}
+
+async function detail(url, title) {
+  const box = $("#memory-detail");
+  try {
+    const found = await api("GET", url);
+    box.replaceChildren(el("h3", { text: title }), el("pre", { text: JSON.stringify(found, null, 2) }));
+    box.hidden = false;
+  } catch (e) { /* shown */ }
+}
+
+function correctForm(sid, item) {
+  const id = item.evidence_id || item.id;
+  const box = $("#memory-detail");
+  const input = el("textarea", { id: "correction", rows: 3 });
+  input.value = item.text || "";
+  const form = el("form", {}, el("label", { for: "correction", text: `Correct: ${item.text || id}` }), input, el("button", { type: "submit" }, "Save correction"));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      await api("POST", `/api/memory/${id}/correct`, { text: input.value, session_id: sid, reason: "corrected in the web app" });
+      box.replaceChildren(el("p", { role: "status", text: "Correction saved." }));
+      loadMemory(sid);
+    } catch (e) { /* notice shown; the correction text stays */ }
+  });
+  box.replaceChildren(form);
+  box.hidden = false;
+  input.focus();
+}
+
+async function cleanup(sid) {
+  const box = $("#cleanup-confirm");
+  const first = await api("POST", `/api/sessions/${sid}/memory/cleanup`, { session_id: sid, confirm: [] });
+  if (!first.confirm.length) { box.replaceChildren(el("p", { text: "This chat has no memory to clean up." })); box.hidden = false; return; }
+  const rows = await api("GET", `/api/memory?${new URLSearchParams({ session_id: sid, limit: 500 })}`);
+  const list = el("ul");
+  for (const item of rows.items || []) list.append(el("li", { text: item.text || item.evidence_id }));
+  box.replaceChildren(el("p", { text: `This deletes these ${first.confirm.length} memory items of chat ${sid}:` }), list,
+    el("button", { type: "button", onclick: async () => {
+      const done = await api("POST", `/api/sessions/${sid}/memory/cleanup`, { session_id: sid, confirm: first.confirm });
+      box.replaceChildren(el("p", { role: "status", text: `Deleted ${done.deleted.length} items.` }));
+      loadMemory(sid);
+    } }, "Delete them"),
+    el("button", { type: "button", onclick: () => { box.hidden = true; } }, "Keep them"));
+  box.hidden = false;
+}
+
+async function loadTools(sid) {
+  const list = $("#tool-calls");
+  list.replaceChildren();
+  const source = new EventSource(`/api/sessions/${sid}/events`);
+  source.onmessage = (msg) => {
+    const ev = JSON.parse(msg.data);
+    if (ev.type === "tool/call") list.append(el("li", {}, el("code", { text: `turn ${ev.turn} step ${ev.step}: ${ev.payload.name}(${(ev.payload.arguments || "").slice(0, 200)})` })));
+  };
+  setTimeout(() => source.close(), 5000);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  header();
+  accountForm();
+  const page = document.body.dataset.page;
+  if (page === "index") indexPage().catch(() => {});
+  if (page === "chat") chatPage();
+  if (page === "manage") managePage().catch(() => {});
+});

@@ -1,0 +1,659 @@
+"""The HTTP API and the pages. Every request that reaches the bus carries the signed-in user's
+principal; the services check it (the gateway's own checks only spare them the round trip)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, File, Form, Header, Request, UploadFile
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, Field
+
+from tavern_events.ids import new_id
+from tavern_events.subjects import InvalidIdError, validate_id
+from tavern_gateway import accounts
+from tavern_gateway.accounts import Account
+from tavern_gateway.bus import Bus, Refused
+from tavern_gateway.config import GatewaySettings
+from tavern_gateway.errors import ApiError
+from tavern_gateway.store import Store
+from tavern_runtime import principals
+from tavern_runtime.cards import cards, importer
+from tavern_runtime.cards.errors import CardError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+SESSION_COOKIE = "tavern_session"
+CSRF_COOKIE = "tavern_csrf"
+CSRF_HEADER = "X-CSRF-Token"
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+OWNER_WAIT_S = 10.0
+
+
+@dataclass
+class Gateway:
+    settings: GatewaySettings
+    store: Store
+    bus: Bus
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Secure cookies unless browsers reach the app over plain http on loopback."""
+        url = self.settings.gateway_public_url
+        if url:
+            return url.startswith("https://")
+        return self.settings.gateway_host not in ("127.0.0.1", "localhost", "::1")
+
+
+def gateway(request: Request) -> Gateway:
+    found: Gateway = request.app.state.gateway
+    return found
+
+
+G = Annotated[Gateway, Depends(gateway)]
+
+
+async def signed_in(request: Request, gw: G) -> Account | None:
+    token = request.cookies.get(SESSION_COOKIE)
+    return await gw.store.session_account(token) if token else None
+
+
+async def user(request: Request, gw: G) -> Account:
+    account = await signed_in(request, gw)
+    if account is None:
+        expired = SESSION_COOKIE in request.cookies
+        raise ApiError(
+            "unauthenticated",
+            "your session has expired; sign in again"
+            if expired
+            else "sign in first (no session cookie)",
+        )
+    return account
+
+
+User = Annotated[Account, Depends(user)]
+
+
+async def owner(account: User) -> Account:
+    if not account.is_owner:
+        raise ApiError("forbidden", "only the owner of this install may do that")
+    return account
+
+
+Owner = Annotated[Account, Depends(owner)]
+
+
+def check_csrf(request: Request) -> None:
+    """Double submit: a state-changing request carries the CSRF cookie's value in a header (a
+    page of another site can read neither the cookie nor send the header without CORS)."""
+    if request.method not in UNSAFE:
+        return
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    sent = request.headers.get(CSRF_HEADER, "")
+    if not cookie or not sent or not _same(cookie, sent):
+        raise ApiError("csrf", f"missing or wrong {CSRF_HEADER}: reload the page and try again")
+
+
+def _same(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def sid(session_id: str) -> str:
+    try:
+        return validate_id(session_id, what="session id")
+    except InvalidIdError as exc:
+        raise ApiError("invalid", str(exc)) from None
+
+
+async def own_session(gw: Gateway, account: Account, session_id: str) -> str:
+    """The session id, if the account may act on it (owner per its `session/created`)."""
+    session_id = sid(session_id)
+    found = await gw.bus.owner_of(session_id)
+    if found is None:
+        raise ApiError("not_found", f"no session {session_id}")
+    principals.authorize(account.principal, found, f"session {session_id}")
+    return session_id
+
+
+def set_session_cookie(gw: Gateway, response: Response, token: str) -> None:
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=gw.settings.gateway_session_ttl_s,
+        httponly=True,
+        secure=gw.secure_cookies,
+        samesite="strict",
+        path="/",
+    )
+
+
+def ensure_csrf_cookie(gw: Gateway, request: Request, response: Response) -> str:
+    token = request.cookies.get(CSRF_COOKIE) or accounts.new_secret()
+    if CSRF_COOKIE not in request.cookies:
+        response.set_cookie(
+            CSRF_COOKIE, token, httponly=False, secure=gw.secure_cookies, samesite="strict"
+        )
+    return token
+
+
+# --- bodies ---------------------------------------------------------------------------------
+
+
+class Credentials(BaseModel):
+    name: str = Field(min_length=1, max_length=64)
+    password: str = Field(min_length=1, max_length=accounts.MAX_PASSWORD)
+
+
+class NewSession(BaseModel):
+    architecture: Literal["agent-tavern", "st"] = "agent-tavern"
+    context_mode: Literal["dsh-native", "agent-managed"] = "dsh-native"
+    character_id: str | None = Field(default=None, max_length=64)
+    persona_id: str | None = Field(default=None, max_length=64)
+    memory_reach: Literal["chat", "character", "agent"] | None = None
+
+
+class Message(BaseModel):
+    text: str = Field(min_length=1, max_length=32_000)
+
+
+class Command(BaseModel):
+    name: Literal["compact", "swipe", "regenerate", "mode", "fork"]
+    args: dict[str, str | int | bool] = Field(default_factory=dict)
+
+
+class Correction(BaseModel):
+    text: str = Field(min_length=1, max_length=8000)
+    session_id: str | None = Field(default=None, max_length=64)
+    reason: str = Field(default="", max_length=500)
+
+
+class Transition(BaseModel):
+    reason: str = Field(default="", max_length=500)
+
+
+class Cleanup(BaseModel):
+    session_id: str = Field(max_length=64)
+    confirm: list[str] = Field(default_factory=list, max_length=2000)
+
+
+# --- accounts -------------------------------------------------------------------------------
+
+api = APIRouter(prefix="/api", dependencies=[Depends(check_csrf)])
+
+
+@api.post("/setup", summary="Create the owner account (first visit of a fresh install)")
+async def setup(body: Credentials, gw: G) -> Response:
+    if await gw.store.has_owner():
+        raise ApiError("conflict", "this install already has its owner; sign in instead")
+    name = accounts.check_name(body.name)
+    pw_hash = accounts.hash_password(body.password)
+    account = await gw.store.create_account(
+        name, accounts.principal_name_for(name, "owner"), "owner", pw_hash
+    )
+    return await _signed_in_response(gw, account)
+
+
+@api.post("/login", summary="Sign in; rate-limited per account")
+async def login(body: Credentials, gw: G) -> Response:
+    limit, window = gw.settings.gateway_login_failures, gw.settings.gateway_login_window_s
+    if await gw.store.recent_failures(body.name, window) >= limit:
+        error = ApiError(
+            "rate_limited",
+            f"too many failed sign-ins for {body.name!r}; wait {window // 60 or 1} minutes",
+        )
+        error.headers = {"Retry-After": str(window)}  # type: ignore[attr-defined]
+        raise error
+    found = await gw.store.account_with_hash(body.name)
+    stored = found[1] if found else accounts.DUMMY_HASH
+    ok = await asyncio.to_thread(accounts.verify_password, stored, body.password)
+    if found is None or not ok:
+        await gw.store.record_failure(body.name, window)
+        raise ApiError("unauthenticated", "wrong name or password")
+    await gw.store.clear_failures(body.name)
+    return await _signed_in_response(gw, found[0])
+
+
+async def _signed_in_response(gw: Gateway, account: Account) -> Response:
+    token = await gw.store.open_session(account.name, gw.settings.gateway_session_ttl_s)
+    response = Response(
+        json.dumps({"name": account.name, "role": account.role}), media_type="application/json"
+    )
+    set_session_cookie(gw, response, token)
+    return response
+
+
+@api.post("/logout", summary="Sign out of this browser")
+async def logout(request: Request, gw: G) -> Response:
+    token = request.cookies.get(SESSION_COOKIE)
+    if token:
+        await gw.store.close_session(token)
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@api.post("/logout-everywhere", summary="End every web session of the signed-in account")
+async def logout_everywhere(account: User, gw: G) -> Response:
+    ended = await gw.store.close_all_sessions(account.name)
+    response = Response(json.dumps({"ended": ended}), media_type="application/json")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@api.get("/me", summary="The signed-in account")
+async def me(account: User) -> dict[str, Any]:
+    return {"name": account.name, "role": account.role, "principal": account.principal.label}
+
+
+@api.post("/invites", summary="Invite a user (owner only): a one-time link")
+async def invite(request: Request, account: Owner, gw: G) -> dict[str, Any]:
+    token = await gw.store.create_invite(account.name, gw.settings.gateway_invite_ttl_s)
+    base = gw.settings.gateway_public_url.rstrip("/") or str(request.base_url).rstrip("/")
+    return {"url": f"{base}/invite/{token}", "expires_in_s": gw.settings.gateway_invite_ttl_s}
+
+
+@api.post("/invites/{token}/accept", summary="Create an invited account and sign in")
+async def accept_invite(token: str, body: Credentials, gw: G) -> Response:
+    name = accounts.check_name(body.name)
+    pw_hash = accounts.hash_password(body.password)
+    if not await gw.store.invite_open(token):
+        raise ApiError("not_found", "this invite link is used up or has expired; ask for a new one")
+    account = await gw.store.create_account(name, name, "user", pw_hash)
+    if not await gw.store.use_invite(token, name):
+        raise ApiError("not_found", "this invite link was used at the same moment")
+    return await _signed_in_response(gw, account)
+
+
+# --- characters and assets ------------------------------------------------------------------
+
+
+@api.get("/characters", summary="The signed-in user's characters (the gallery)")
+async def characters(account: User, gw: G) -> dict[str, Any]:
+    found = await gw.store.imports(account.principal_name, "character")
+    for item in found:
+        item["avatar"] = f"/api/assets/{item['asset_id']}/avatar" if item.pop("image") else None
+    return {"characters": found}
+
+
+@api.get("/assets", summary="Everything the signed-in user imported")
+async def assets(account: User, gw: G) -> dict[str, Any]:
+    found = await gw.store.imports(account.principal_name)
+    for item in found:
+        item.pop("image", None)
+    return {"assets": found}
+
+
+@api.get("/assets/{asset_id}/avatar", summary="A character's image", response_model=None)
+async def avatar(asset_id: str, account: User, gw: G) -> Response:
+    item = await gw.store.imported(account.principal_name, asset_id)
+    if item is None or not item["image"]:
+        raise ApiError("not_found", f"no image for {asset_id}")
+    path = (gw.settings.data_dir / item["image"]).resolve()
+    if not path.is_file() or gw.settings.data_dir.resolve() not in path.parents:
+        raise ApiError("not_found", f"the image of {asset_id} is not on this host")
+    return FileResponse(path, media_type="image/png", headers={"Cache-Control": "private"})
+
+
+@api.post("/assets", summary="Import a card (PNG or JSON, V1/V2/V3), lorebook or persona")
+async def import_asset(
+    account: User,
+    gw: G,
+    file: Annotated[UploadFile, File(description="the card, lorebook or persona file")],
+    kind: Annotated[Literal["character", "lorebook", "persona"] | None, Form()] = None,
+) -> dict[str, Any]:
+    limit = gw.settings.gateway_max_upload_bytes
+    data = await file.read(limit + 1)
+    if len(data) > limit:
+        raise ApiError(
+            "too_large", f"{file.filename} is over the {limit // (1024 * 1024)} MB upload limit"
+        )
+    name = Path(file.filename or "upload").name[:255]
+    try:
+        asset = cards.decode_file(data, kind, Path(name).stem)
+    except CardError as exc:
+        raise ApiError(
+            "invalid_card", f"{name} is not a card we can import: {exc.message}"
+        ) from None
+    locator = (
+        await asyncio.to_thread(importer.store_image, data, gw.settings.data_dir)
+        if asset.kind == "character"
+        else None
+    )
+    event = importer.event_for(asset, name, locator, datetime.now(UTC))
+    seq, duplicate = await importer.publish(gw.bus.js, event)
+    greeting = (
+        _greeting(asset.content, asset.name, account.name) if asset.kind == "character" else ""
+    )
+    await gw.store.record_import(
+        account.principal_name, asset.asset_id, asset.kind, asset.name, locator, greeting
+    )
+    return {
+        "asset_id": asset.asset_id,
+        "kind": asset.kind,
+        "name": asset.name,
+        "source_format": asset.source_format,
+        "duplicate": duplicate,
+        "stream_seq": seq,
+    }
+
+
+def _greeting(content: dict[str, Any], name: str, user_name: str) -> str:
+    data = content.get("data") if isinstance(content.get("data"), dict) else content
+    text = str((data or {}).get("first_mes") or "")
+    return text.replace("{{char}}", name).replace("{{user}}", user_name)[:8000]
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+@api.get("/sessions", summary="The signed-in user's sessions (chats)")
+async def sessions(account: User, gw: G) -> dict[str, Any]:
+    return await gw.bus.rpc(account.principal, "projector", "sessions.list", {"limit": 200})
+
+
+@api.post("/sessions", summary="Start a chat: a session with its architecture and context mode")
+async def new_session(body: NewSession, account: User, gw: G) -> dict[str, Any]:
+    session_id = f"s-{new_id()[-12:].lower()}"
+    args: dict[str, Any] = {"architecture": body.architecture}
+    if body.architecture == "agent-tavern":
+        args["context_mode"] = body.context_mode
+    for key in ("character_id", "persona_id", "memory_reach"):
+        value = getattr(body, key)
+        if value:
+            args[key] = value
+    if body.character_id and not await gw.store.imported(account.principal_name, body.character_id):
+        raise ApiError("not_found", f"no character {body.character_id} of yours")
+    await gw.bus.send_command(account.principal, session_id, "create", args)
+    return {"session_id": session_id, "url": f"/chat/{session_id}"}
+
+
+@api.post("/sessions/{session_id}/messages", summary="Say something in a chat")
+async def send(session_id: str, body: Message, account: User, gw: G) -> dict[str, Any]:
+    session_id = await own_session(gw, account, session_id)
+    return {"input_id": await gw.bus.send_message(account.principal, session_id, body.text)}
+
+
+@api.post("/sessions/{session_id}/commands", summary="/compact, /swipe, /regenerate, /mode, /fork")
+async def command(session_id: str, body: Command, account: User, gw: G) -> dict[str, Any]:
+    session_id = await own_session(gw, account, session_id)
+    args = dict(body.args)
+    forked: str | None = None
+    if body.name == "fork":
+        forked = f"s-{new_id()[-12:].lower()}"
+        args["new_session_id"] = forked
+    input_id = await gw.bus.send_command(account.principal, session_id, body.name, args)
+    return {"input_id": input_id, "fork": forked}
+
+
+@api.post("/sessions/{session_id}/cancel", summary="Cancel the running turn")
+async def cancel(session_id: str, account: User, gw: G) -> dict[str, Any]:
+    session_id = await own_session(gw, account, session_id)
+    return {"input_id": await gw.bus.cancel(account.principal, session_id)}
+
+
+@api.get(
+    "/sessions/{session_id}/events",
+    summary="The session's log as server-sent events; resumes after Last-Event-ID",
+    response_class=StreamingResponse,
+)
+async def events(
+    session_id: str,
+    request: Request,
+    account: User,
+    gw: G,
+    last_event_id: Annotated[str | None, Header()] = None,
+    after: int = 0,
+) -> StreamingResponse:
+    session_id = sid(session_id)
+    deadline = asyncio.get_running_loop().time() + OWNER_WAIT_S
+    while (found := await gw.bus.owner_of(session_id)) is None:  # a new chat's creation
+        if asyncio.get_running_loop().time() > deadline:
+            raise ApiError("not_found", f"no session {session_id}")
+        await asyncio.sleep(0.2)
+    principals.authorize(account.principal, found, f"session {session_id}")
+    start = after
+    if last_event_id and last_event_id.isdigit():
+        start = int(last_event_id)
+    return StreamingResponse(
+        _sse(gw, session_id, start, request),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _sse(gw: Gateway, session_id: str, start: int, request: Request) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    async for stored in gw.bus.follow(session_id, start):
+        if stored is None:
+            if await request.is_disconnected():
+                return
+            yield b": keep-alive\n\n"
+            continue
+        yield b"id: %d\ndata: %s\n\n" % (stored.seq, stored.data)
+
+
+# --- memory (the ledger's user rights) ------------------------------------------------------
+
+
+@api.get("/memory", summary="Memory items of a chat (session) or scope")
+async def memory(
+    account: User,
+    gw: G,
+    session_id: str | None = None,
+    scope_id: str | None = None,
+    state: Literal["active", "quarantined", "superseded", "redacted", "all"] = "active",
+    text: str | None = None,
+    limit: int = 100,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"state": state, "limit": max(1, min(limit, 500))}
+    if session_id:
+        body["session_id"] = sid(session_id)
+    if scope_id:
+        body["scope_id"] = scope_id
+    if text:
+        body["text"] = text
+    if not session_id and not scope_id:
+        raise ApiError("invalid", "name a session_id or a scope_id")
+    return await gw.bus.rpc(account.principal, "ledger", "query", body)
+
+
+@api.get("/memory/{evidence_id}", summary="One memory item")
+async def inspect(evidence_id: str, account: User, gw: G) -> dict[str, Any]:
+    return await gw.bus.rpc(account.principal, "ledger", "inspect", {"evidence_id": evidence_id})
+
+
+@api.get("/memory/{evidence_id}/history", summary="Its lineage")
+async def history(evidence_id: str, account: User, gw: G) -> dict[str, Any]:
+    return await gw.bus.rpc(account.principal, "ledger", "history", {"evidence_id": evidence_id})
+
+
+@api.post("/memory/{evidence_id}/correct", summary="Correct an item: the new text supersedes it")
+async def correct(evidence_id: str, body: Correction, account: User, gw: G) -> dict[str, Any]:
+    request: dict[str, Any] = {"evidence_id": evidence_id, "text": body.text, "reason": body.reason}
+    if body.session_id:
+        request["session_id"] = sid(body.session_id)
+    return await gw.bus.rpc(account.principal, "ledger", "correct", request)
+
+
+ACTIONS = ("release", "quarantine", "redact", "delete", "rollback")
+
+
+@api.post("/memory/{evidence_id}/{action}", summary="release, quarantine, redact, delete, rollback")
+async def transition(
+    evidence_id: str,
+    action: Literal["release", "quarantine", "redact", "delete", "rollback"],
+    body: Transition,
+    account: User,
+    gw: G,
+) -> dict[str, Any]:
+    request = {"evidence_id": evidence_id, "reason": body.reason or f"{action} from the web app"}
+    return await gw.bus.rpc(account.principal, "ledger", action, request)
+
+
+@api.get("/sessions/{session_id}/memory/export", summary="Export a chat's memory as JSONL")
+async def export(session_id: str, account: User, gw: G) -> Response:
+    """The ledger's export of the scopes this chat's memory lives in, kept to this chat's own
+    items (a character's scope also holds its other chats)."""
+    session_id = await own_session(gw, account, session_id)
+    listed = await gw.bus.rpc(
+        account.principal,
+        "ledger",
+        "query",
+        {"session_id": session_id, "state": "all", "limit": 500},
+    )
+    items = listed.get("items", [])
+    ids = {str(item.get("evidence_id")) for item in items}
+    scopes = sorted({str(item.get("scope_id")) for item in items if item.get("scope_id")})
+    lines: list[str] = []
+    for scope in scopes:
+        cursor: str | None = None
+        while True:
+            body: dict[str, Any] = {"scope_id": scope, "include_non_active": True, "limit": 500}
+            if cursor:
+                body["cursor"] = cursor
+            reply = await gw.bus.rpc(account.principal, "ledger", "export", body)
+            for line in reply.get("lines") or []:
+                if isinstance(line, str) and _of_chat(line, session_id, ids):
+                    lines.append(line)
+            cursor = reply.get("cursor")
+            if not cursor:
+                break
+    return Response(
+        "\n".join(lines) + ("\n" if lines else ""),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="memory-{session_id}.jsonl"'},
+    )
+
+
+def _of_chat(line: str, session_id: str, ids: set[str]) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    flat = json.dumps(record)
+    return session_id in flat or any(i in flat for i in ids)
+
+
+@api.post("/sessions/{session_id}/memory/cleanup", summary="Delete a chat's memory (confirmed)")
+async def cleanup(session_id: str, body: Cleanup, account: User, gw: G) -> dict[str, Any]:
+    session_id = await own_session(gw, account, session_id)
+    listed = await gw.bus.rpc(
+        account.principal, "ledger", "query", {"session_id": session_id, "limit": 500}
+    )
+    ids = [str(item.get("evidence_id") or item.get("id")) for item in listed.get("items", [])]
+    if sorted(ids) != sorted(body.confirm):
+        return {"deleted": [], "confirm": ids, "done": False}
+    deleted = []
+    for evidence_id in ids:
+        try:
+            await gw.bus.rpc(
+                account.principal,
+                "ledger",
+                "delete",
+                {"evidence_id": evidence_id, "reason": "clean-up of a chat's memory"},
+            )
+            deleted.append(evidence_id)
+        except Refused as exc:
+            log.info("cleanup_refused", evidence_id=evidence_id, code=exc.code)
+    return {"deleted": deleted, "confirm": ids, "done": True}
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+pages = APIRouter(include_in_schema=False)
+
+
+def _page(
+    gw: Gateway, request: Request, name: str, account: Account | None, **context: Any
+) -> HTMLResponse:
+    csrf = request.cookies.get(CSRF_COOKIE) or accounts.new_secret()
+    response = TEMPLATES.TemplateResponse(
+        request, name, {"account": account, "csrf": csrf, **context}
+    )
+    if CSRF_COOKIE not in request.cookies:
+        response.set_cookie(
+            CSRF_COOKIE, csrf, httponly=False, secure=gw.secure_cookies, samesite="strict"
+        )
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "frame-ancestors 'none'"
+    )
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+async def _gate(request: Request, gw: Gateway) -> Account | Response:
+    if not await gw.store.has_owner():
+        return RedirectResponse("/setup", status_code=303)
+    account = await signed_in(request, gw)
+    if account is None:
+        reason = "&expired=1" if SESSION_COOKIE in request.cookies else ""
+        return RedirectResponse(f"/login?next={quote(request.url.path)}{reason}", status_code=303)
+    return account
+
+
+@pages.get("/")
+async def index(request: Request, gw: G) -> Response:
+    found = await _gate(request, gw)
+    if isinstance(found, Response):
+        return found
+    return _page(gw, request, "index.html", found, title="Characters and chats")
+
+
+@pages.get("/setup")
+async def setup_page(request: Request, gw: G) -> Response:
+    if await gw.store.has_owner():
+        return RedirectResponse("/login", status_code=303)
+    return _page(gw, request, "setup.html", None, title="Create the owner account")
+
+
+@pages.get("/login")
+async def login_page(request: Request, gw: G, expired: int = 0, next: str = "/") -> Response:
+    if not await gw.store.has_owner():
+        return RedirectResponse("/setup", status_code=303)
+    safe_next = next if next.startswith("/") and not next.startswith("//") else "/"
+    return _page(
+        gw, request, "login.html", None, title="Sign in", expired=bool(expired), next=safe_next
+    )
+
+
+@pages.get("/invite/{token}")
+async def invite_page(token: str, request: Request, gw: G) -> Response:
+    usable = await gw.store.invite_open(token)
+    return _page(gw, request, "invite.html", None, title="Join", token=token, usable=usable)
+
+
+@pages.get("/chat/{session_id}")
+async def chat_page(session_id: str, request: Request, gw: G) -> Response:
+    found = await _gate(request, gw)
+    if isinstance(found, Response):
+        return found
+    return _page(gw, request, "chat.html", found, title="Chat", session_id=sid(session_id))
+
+
+@pages.get("/manage")
+async def manage_page(request: Request, gw: G, session: str | None = None) -> Response:
+    found = await _gate(request, gw)
+    if isinstance(found, Response):
+        return found
+    chosen = sid(session) if session else None
+    return _page(gw, request, "manage.html", found, title="Manage", session_id=chosen)
