@@ -97,15 +97,6 @@ function header() {
 // --- gallery, import, new chat -------------------------------------------------------------------
 
 async function indexPage() {
-  const [chars, sessions] = await Promise.all([api("GET", "/api/characters"), api("GET", "/api/sessions")]);
-  renderGallery(chars.characters);
-  const chats = $("#chats");
-  chats.replaceChildren();
-  for (const s of sessions.sessions) {
-    const label = `${s.session_id} · ${s.architecture}${s.context_mode ? " / " + s.context_mode : ""} · ${s.turns} turns`;
-    chats.append(el("li", {}, el("a", { href: `/chat/${s.session_id}`, text: label })));
-  }
-  if (!sessions.sessions.length) chats.append(el("li", { text: "No chats yet." }));
   const input = $("#import-file");
   input.addEventListener("change", () => { if (input.files[0]) importFile(input.files[0]); });
   const drop = $("#import");
@@ -117,13 +108,23 @@ async function indexPage() {
   });
   $("#new-chat").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    await startChat($("#character").value || null);
+    await startChat($("#character").value || null).catch(() => {});
   });
   const invite = $("#invite");
   if (invite) invite.addEventListener("click", async () => {
     const found = await api("POST", "/api/invites");
     $("#invite-link").replaceChildren(el("span", { text: "Invite link (one use): " }), el("code", { text: found.url }));
   });
+  const [chars, sessions] = await Promise.all([api("GET", "/api/characters"), api("GET", "/api/sessions")]);
+  renderGallery(chars.characters);
+  const chats = $("#chats");
+  chats.replaceChildren();
+  for (const s of sessions.sessions) {
+    const label = `${s.session_id} · ${s.architecture}${s.context_mode ? " / " + s.context_mode : ""} · ${s.turns} turns`;
+    chats.append(el("li", {}, el("a", { href: `/chat/${s.session_id}`, text: label })));
+  }
+  if (!sessions.sessions.length) chats.append(el("li", { text: "No chats yet." }));
+  document.body.dataset.ready = "true";
 }
 
 function renderGallery(characters) {
@@ -228,6 +229,8 @@ function onEvent(ev) {
       break;
     case "assistant/chunk": {
       if (!p.delta) break;
+      chat.chunks = (chat.chunks || 0) + 1;
+      document.body.dataset.chunks = String(chat.chunks);
       const node = bubble(ev, "assistant");
       node.raw += p.delta;
       node.innerHTML = `<div class="who">Assistant</div><div class="text">${markdown(node.raw)}</div>`;
@@ -327,7 +330,9 @@ async function managePage() {
   const select = $("#manage-session");
   const sessions = (await api("GET", "/api/sessions")).sessions;
   for (const s of sessions) select.append(el("option", { value: s.session_id, text: `${s.session_id} · ${s.architecture}${s.context_mode ? " / " + s.context_mode : ""}` }));
-  if (root.dataset.session) select.value = root.dataset.session;
+  const asked = root.dataset.session;
+  if (asked && !sessions.some((s) => s.session_id === asked)) select.append(el("option", { value: asked, text: asked }));
+  if (asked) select.value = asked;
   const load = () => loadChat(select.value, sessions.find((s) => s.session_id === select.value));
   select.addEventListener("change", load);
   $("#memory-search").addEventListener("submit", (ev) => { ev.preventDefault(); loadMemory(select.value); });
