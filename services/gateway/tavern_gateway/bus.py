@@ -14,7 +14,7 @@ from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from tavern_events import subjects
 from tavern_events.envelope import InputCommand
@@ -136,7 +136,10 @@ class Bus:
         are stored (an ordered consumer: none missed, none twice); None as a heartbeat when
         nothing came for a while."""
         start: dict[str, Any] = (
-            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": after_seq + 1}
+            {
+                "deliver_policy": DeliverPolicy.BY_START_SEQUENCE,
+                "config": ConsumerConfig(opt_start_seq=after_seq + 1),
+            }
             if after_seq > 0
             else {"deliver_policy": DeliverPolicy.ALL}
         )

@@ -18,6 +18,7 @@ log = get_logger(__name__)
 STATUS = {
     "unauthenticated": 401,
     "forbidden": 403,
+    "csrf": 403,
     "scope_forbidden": 403,
     "not_found": 404,
     "conflict": 409,

@@ -1,0 +1,321 @@
+"""The gateway's HTTP API against the whole stack as processes: every endpoint, and its
+refusals (no session, another user's ids, CSRF, bad input), each in the common error model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.reliability.stack import Stack
+from tests.support import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+CARDS = Path(__file__).resolve().parents[2] / "fixtures" / "cards"
+PASSWORD = "a-long-enough-password"
+
+
+class Client:
+    """One browser's worth of cookies, sending the CSRF header the pages send."""
+
+    def __init__(self, base: str) -> None:
+        self.http = httpx.AsyncClient(base_url=base, timeout=30, follow_redirects=True)
+
+    async def open(self) -> Client:
+        await self.http.get("/login")  # sets the CSRF cookie
+        return self
+
+    def _headers(self) -> dict[str, str]:
+        return {"X-CSRF-Token": self.http.cookies.get("tavern_csrf") or ""}
+
+    async def get(self, path: str, **kw: Any) -> httpx.Response:
+        return await self.http.get(path, **kw)
+
+    async def post(self, path: str, body: Any = None, **kw: Any) -> httpx.Response:
+        headers = {**self._headers(), **kw.pop("headers", {})}
+        return await self.http.post(path, json=body, headers=headers, **kw)
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, (response.status_code, response.text)
+    found = response.json()["error"]
+    assert set(found) >= {"code", "message", "retryable"}
+    assert "Traceback" not in response.text
+    return dict(found)
+
+
+@pytest.fixture(scope="module")
+async def clients(stack: Stack) -> AsyncIterator[dict[str, Client]]:
+    base = stack.gateway_url
+    owner = await Client(base).open()
+    response = await owner.post("/api/setup", {"name": "olga", "password": PASSWORD})
+    assert response.status_code == 200, response.text
+    invite = (await owner.post("/api/invites")).json()["url"]
+    user = await Client(base).open()
+    token = invite.rsplit("/", 1)[1]
+    accepted = await user.post(
+        f"/api/invites/{token}/accept", {"name": "uma", "password": PASSWORD}
+    )
+    assert accepted.status_code == 200, accepted.text
+    anonymous = await Client(base).open()
+    yield {"owner": owner, "user": user, "anonymous": anonymous}
+    for c in (owner, user, anonymous):
+        await c.http.aclose()
+
+
+async def _chat(c: Client, text: str, **binding: Any) -> str:
+    session_id = (await c.post("/api/sessions", binding)).json()["session_id"]
+
+    async def created() -> bool:
+        r = await c.post(f"/api/sessions/{session_id}/messages", {"text": text})
+        return r.status_code == 200
+
+    await eventually(created, timeout=20, interval=0.3)
+    return str(session_id)
+
+
+async def _events(
+    c: Client, session_id: str, until: str, times: int = 1, **headers: str
+) -> list[tuple[int, Any]]:
+    """SSE events of a session, until the `times`th of type `until`."""
+    found: list[tuple[int, Any]] = []
+    async with c.http.stream(
+        "GET", f"/api/sessions/{session_id}/events", headers=headers
+    ) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        event_id = 0
+        async for line in stream.aiter_lines():
+            if line.startswith("id: "):
+                event_id = int(line[4:])
+            elif line.startswith("data: "):
+                event = json.loads(line[6:])
+                found.append((event_id, event))
+                if event["type"] == until:
+                    times -= 1
+                    if times == 0:
+                        return found
+    return found
+
+
+async def test_the_docs_and_the_openapi_document(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway_url) as http:
+        assert (await http.get("/docs")).status_code == 200
+        paths = (await http.get("/openapi.json")).json()["paths"]
+    assert "/api/sessions/{session_id}/events" in paths
+    assert "/api/memory/{evidence_id}/correct" in paths
+
+
+async def test_without_a_session_every_api_call_is_refused(clients: dict[str, Client]) -> None:
+    c = clients["anonymous"]
+    for path in (
+        "/api/me",
+        "/api/characters",
+        "/api/assets",
+        "/api/sessions",
+        "/api/sessions/s-x/events",
+        "/api/memory?session_id=s-x",
+        "/api/memory/ev_x",
+        "/api/memory/ev_x/history",
+        "/api/sessions/s-x/memory/export",
+        "/api/assets/a/avatar",
+    ):
+        assert error_of(await c.get(path), 401)["code"] == "unauthenticated", path
+    for path, body in (
+        ("/api/sessions", {}),
+        ("/api/sessions/s-x/messages", {"text": "hi"}),
+        ("/api/sessions/s-x/commands", {"name": "compact"}),
+        ("/api/sessions/s-x/cancel", None),
+        ("/api/memory/ev_x/correct", {"text": "x"}),
+        ("/api/memory/ev_x/delete", {}),
+        ("/api/sessions/s-x/memory/cleanup", {"session_id": "s-x"}),
+        ("/api/invites", None),
+        ("/api/logout-everywhere", None),
+    ):
+        assert error_of(await c.post(path, body), 401)["code"] == "unauthenticated", path
+
+
+async def test_a_state_change_without_the_csrf_header_is_refused(
+    clients: dict[str, Client],
+) -> None:
+    c = clients["user"]
+    missing = await c.http.post("/api/sessions", json={})
+    assert error_of(missing, 403)["code"] == "csrf"
+    wrong = await c.http.post("/api/sessions", json={}, headers={"X-CSRF-Token": "forged"})
+    assert error_of(wrong, 403)["code"] == "csrf"
+    login = await c.http.post("/api/login", json={"name": "uma", "password": PASSWORD})
+    assert error_of(login, 403)["code"] == "csrf"
+
+
+async def test_accounts_setup_once_sign_in_rate_limit_and_sign_out_everywhere(
+    stack: Stack, clients: dict[str, Client]
+) -> None:
+    owner = clients["owner"]
+    me = (await owner.get("/api/me")).json()
+    assert me == {"name": "olga", "role": "owner", "principal": "user:local"}
+    again = await owner.post("/api/setup", {"name": "other", "password": PASSWORD})
+    assert error_of(again, 409)["code"] == "conflict"
+    assert error_of(
+        await owner.post("/api/invites/nope/accept", {"name": "x", "password": PASSWORD}), 404
+    )
+    user_invites = await clients["user"].post("/api/invites")
+    assert error_of(user_invites, 403)["code"] == "forbidden"
+    assert error_of(await owner.post("/api/setup", {"name": "x", "password": "short"}), 409)
+
+    c = await Client(stack.gateway_url).open()
+    short = await c.post("/api/invites/x/accept", {"name": "local", "password": PASSWORD})
+    assert error_of(short, 400)["code"] == "invalid"
+    for _ in range(5):
+        wrong = await c.post("/api/login", {"name": "uma", "password": "not-her-password"})
+        assert error_of(wrong, 401)["message"] == "wrong name or password"
+    limited = await c.post("/api/login", {"name": "uma", "password": PASSWORD})
+    assert error_of(limited, 429)["code"] == "rate_limited"
+    assert int(limited.headers["Retry-After"]) > 0
+
+    # Two browsers of the owner: signing out everywhere ends both.
+    second = await Client(stack.gateway_url).open()
+    assert (
+        await second.post("/api/login", {"name": "olga", "password": PASSWORD})
+    ).status_code == 200
+    assert (await second.get("/api/me")).status_code == 200
+    other = await Client(stack.gateway_url).open()
+    assert (
+        await other.post("/api/login", {"name": "olga", "password": PASSWORD})
+    ).status_code == 200
+    ended = await other.post("/api/logout-everywhere")
+    assert ended.json()["ended"] >= 2
+    assert error_of(await second.get("/api/me"), 401)["message"].startswith(
+        "your session has expired"
+    )
+    # the module's owner client signed in again for the tests that follow
+    again_in = await owner.post("/api/login", {"name": "olga", "password": PASSWORD})
+    assert again_in.status_code == 200
+    out = await second.post("/api/logout")
+    assert out.status_code == 204
+    for client in (c, second, other):
+        await client.http.aclose()
+
+
+async def test_imports_answer_clearly_and_stay_their_importers(clients: dict[str, Client]) -> None:
+    owner, user = clients["owner"], clients["user"]
+    data = (CARDS / "v3_suqing.png").read_bytes()
+    headers = {"X-CSRF-Token": owner.http.cookies.get("tavern_csrf") or ""}
+    imported = await owner.http.post(
+        "/api/assets", files={"file": ("suqing.png", data, "image/png")}, headers=headers
+    )
+    assert imported.status_code == 200, imported.text
+    asset_id = imported.json()["asset_id"]
+    gallery = (await owner.get("/api/characters")).json()["characters"]
+    assert [c["name"] for c in gallery] == ["苏青"]
+    assert gallery[0]["greeting"] == "门吱呀一声开了。"
+    avatar = await owner.get(gallery[0]["avatar"])
+    assert avatar.status_code == 200
+    assert avatar.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (await user.get("/api/characters")).json()["characters"] == []
+    assert error_of(await user.get(f"/api/assets/{asset_id}/avatar"), 404)
+    assert (await user.get("/api/assets")).json()["assets"] == []
+
+    not_card = await owner.http.post(
+        "/api/assets", files={"file": ("x.json", b'{"a": 1}', "application/json")}, headers=headers
+    )
+    assert error_of(not_card, 400)["code"] == "invalid_card"
+    too_big = await owner.http.post(
+        "/api/assets",
+        files={"file": ("big.png", b"\0" * (8 * 1024 * 1024 + 10), "image/png")},
+        headers=headers,
+    )
+    assert error_of(too_big, 413)["message"].startswith("big.png is over")
+    no_file = await owner.http.post("/api/assets", headers=headers)
+    assert error_of(no_file, 400)["code"] == "invalid"
+
+
+async def test_sessions_streams_and_memory_answer_their_owner_only(
+    clients: dict[str, Client],
+) -> None:
+    owner, user = clients["owner"], clients["user"]
+    session_id = await _chat(owner, "I keep bees in Porto and their queen is named Ines.")
+    events = await _events(owner, session_id, "turn/end", 2)  # the creation's turn, the message's
+    assert events[0][1]["type"] == "session/created"
+    assert events[0][1]["payload"]["owner"] == "local"
+    listed = (await owner.get("/api/sessions")).json()["sessions"]
+    assert session_id in [s["session_id"] for s in listed]
+    assert session_id not in [
+        s["session_id"] for s in (await user.get("/api/sessions")).json()["sessions"]
+    ]
+
+    # Resume after Last-Event-ID: the next event is the one after it, none twice.
+    ids = [i for i, _ in events]
+    resumed = await _events(owner, session_id, "turn/end", **{"Last-Event-ID": str(ids[2])})
+    assert next(i for i, _ in resumed) > ids[2]
+    assert [i for i, _ in resumed] == [i for i in ids if i > ids[2]]
+
+    # Another user's session: refused everywhere, by the gateway and the services.
+    for path in (f"/api/sessions/{session_id}/events", f"/api/sessions/{session_id}/memory/export"):
+        assert error_of(await user.get(path), 403)["code"] == "forbidden"
+    for path, body in (
+        (f"/api/sessions/{session_id}/messages", {"text": "hi"}),
+        (f"/api/sessions/{session_id}/commands", {"name": "compact"}),
+        (f"/api/sessions/{session_id}/cancel", None),
+        (f"/api/sessions/{session_id}/memory/cleanup", {"session_id": session_id}),
+    ):
+        assert error_of(await user.post(path, body), 403)["code"] == "forbidden", path
+    refused = await user.get(f"/api/memory?session_id={session_id}")
+    assert error_of(refused, 403)["code"] in ("forbidden", "scope_forbidden")
+    assert "Porto" not in refused.text
+
+    async def remembered() -> list[dict[str, Any]]:
+        found = (await owner.get(f"/api/memory?session_id={session_id}")).json()["items"]
+        return [i for i in found if "Porto" in i["content"]]
+
+    [item] = await eventually(remembered, timeout=20, interval=0.3)
+    evidence = item["evidence_id"]
+    assert (await owner.get(f"/api/memory/{evidence}")).status_code == 200
+    assert (await owner.get(f"/api/memory/{evidence}/history")).status_code == 200
+    for path in (f"/api/memory/{evidence}", f"/api/memory/{evidence}/history"):
+        assert error_of(await user.get(path), 403)["code"] == "forbidden", path
+    for action in ("correct", "release", "quarantine", "redact", "delete", "rollback"):
+        body = {"text": "they live in Faro"} if action == "correct" else {}
+        answer = await user.post(f"/api/memory/{evidence}/{action}", body)
+        assert error_of(answer, 403)["code"] == "forbidden", action
+
+    # The owner's rights: correct, quarantine and release, export, clean up (confirmed).
+    corrected = await owner.post(
+        f"/api/memory/{evidence}/correct",
+        {"text": "The bees live in Faro.", "session_id": session_id},
+    )
+    assert corrected.status_code == 200, corrected.text
+    assert (await owner.post(f"/api/memory/{evidence}/quarantine", {})).status_code in (200, 400)
+    exported = await owner.get(f"/api/sessions/{session_id}/memory/export")
+    assert exported.status_code == 200
+    assert "Faro" in exported.text
+    assert all(json.loads(line) for line in exported.text.splitlines())
+    first = (
+        await owner.post(f"/api/sessions/{session_id}/memory/cleanup", {"session_id": session_id})
+    ).json()
+    assert first["done"] is False
+    assert first["confirm"]
+    assert (await owner.get(f"/api/memory?session_id={session_id}")).json()["items"]
+    done = await owner.post(
+        f"/api/sessions/{session_id}/memory/cleanup",
+        {"session_id": session_id, "confirm": first["confirm"]},
+    )
+    assert done.json()["done"] is True
+    assert done.json()["deleted"]
+
+
+async def test_bad_ids_and_bodies_get_clear_answers(clients: dict[str, Client]) -> None:
+    owner = clients["owner"]
+    assert error_of(await owner.get("/api/sessions/bad id!/events"), 400)["code"] == "invalid"
+    assert error_of(await owner.post("/api/sessions", {"architecture": "nope"}), 400)
+    assert error_of(await owner.post("/api/sessions/s-none/messages", {"text": ""}), 400)
+    unknown = await owner.post("/api/sessions/s-none/messages", {"text": "hi"})
+    assert error_of(unknown, 404)["code"] == "not_found"
+    other_char = await owner.post("/api/sessions", {"character_id": "someone-else"})
+    assert error_of(other_char, 404)
+    await asyncio.sleep(0)
