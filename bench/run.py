@@ -30,6 +30,7 @@ from bench import (  # noqa: F401 - importing registers benches
     baselines,
     consolidator_figures,
     figures,
+    gateway_figures,
     ledger,
     load,
     loop_figures,

@@ -229,6 +229,31 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
             responds=True,
         ),
         Permissions(
+            "gateway",
+            "Gateway (the web app): its signed-in users' inputs and their RPCs to the ledger and\n"
+            "the projector, session logs followed (ordered consumers, direct gets), imported cards\n"
+            "published to ASSETS, the owner's read-only status of streams and consumers, its ping.\n"
+            "It can neither write a session log, read LEDGER, nor pull or ack a durable.",
+            publish=(
+                "tavern.input.>",
+                "tavern.asset.>",
+                "tavern.rpc.projector.>",
+                "tavern.rpc.ledger.>",
+                "tavern.rpc.*.ping",
+                "$JS.API.INFO",
+                *(f"$JS.API.STREAM.INFO.{s}" for s in ("SESSIONS", "INPUTS", "ASSETS", "LEDGER", "DLQ")),
+                "$JS.API.CONSUMER.LIST.*",
+                "$JS.API.DIRECT.GET.SESSIONS",
+                "$JS.API.DIRECT.GET.SESSIONS.>",
+                "$JS.API.STREAM.MSG.GET.SESSIONS",
+                "$JS.API.CONSUMER.CREATE.SESSIONS",
+                "$JS.API.CONSUMER.INFO.SESSIONS.*",
+                "$JS.FC.SESSIONS.>",
+            ),
+            subscribe=(_inbox("gateway"), "tavern.session.>", "tavern.rpc.gateway.>"),
+            responds=True,
+        ),
+        Permissions(
             "client",
             "Client (the CLI as a user, a chat front end, the gateway): sends inputs, follows\n"
             "session logs, asks the projector's read RPCs. It can neither write a session log\n"

@@ -24,7 +24,7 @@ from tavern_runtime.provision import ProvisionReport, provision
 
 class RoleSettings(BaseSettings):
     """The passwords of the service roles `tavern init` creates and migrates as (compose,
-    Kubernetes). Set all three, or none: then every schema is migrated as the user of
+    Kubernetes). Set all four, or none: then every schema is migrated as the user of
     TAVERN_DATABASE_URL and the services share it (a Postgres you manage roles in yourself)."""
 
     model_config = SettingsConfigDict(env_prefix="TAVERN_DB_", extra="ignore", frozen=True)
@@ -32,6 +32,7 @@ class RoleSettings(BaseSettings):
     ledger_password: str = Field(default="", repr=False, description="role `ledger`")
     projector_password: str = Field(default="", repr=False, description="role `projector`")
     consolidator_password: str = Field(default="", repr=False, description="role `consolidator`")
+    gateway_password: str = Field(default="", repr=False, description="role `gateway`")
 
     def roles(self) -> dict[str, str] | None:
         found = {role: getattr(self, f"{role}_password") for role in DB_ROLES}

@@ -20,7 +20,7 @@ from tavern_runtime.embedded import free_port, nats_server_binary
 REPO = Path(__file__).resolve().parents[2]
 NATS_DIR = REPO / "deploy" / "nats"
 CLUSTER_CONFIGS = ("n1.conf", "n2.conf", "n3.conf")
-USERS = ("operator", "loop", "ledger", "projector", "consolidator", "client")
+USERS = ("operator", "loop", "ledger", "projector", "consolidator", "gateway", "client")
 
 PASSWORDS: dict[str, str] = {f"NATS_{u.upper()}_PASSWORD": f"test-{u}-pw" for u in USERS}
 PASSWORDS["NATS_ROUTE_PASSWORD"] = "test-route-pw"

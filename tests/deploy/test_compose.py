@@ -26,7 +26,7 @@ COMPOSE = REPO / "compose.yaml"
 ENV_EXAMPLE = REPO / "deploy" / ".env.example"
 SHARED = REPO.parent / "shared"
 COMPOSE_SCHEMA = SHARED / "schemas" / "compose-spec.json"
-LONG_RUNNING = tuple(entry.name for entry in catalog.SERVICES)
+LONG_RUNNING = tuple(entry.name for entry in catalog.ALL)
 INTERPOLATION = re.compile(r"^\$\{([A-Z0-9_]+):\?([^}]*)\}$")
 """A required variable: `${VAR:?message}` (compose stops with the message when VAR is unset)."""
 ANY_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(:?[-?+])?([^}]*)\}")
@@ -127,7 +127,7 @@ def test_services_start_after_their_servers_and_a_successful_init() -> None:
         "nats": {"condition": "service_healthy"},
         "postgres": {"condition": "service_healthy"},
     }
-    for entry in catalog.SERVICES:
+    for entry in catalog.ALL:
         service = services[entry.name]
         assert service["command"] == ["serve", entry.name]
         depends = service["depends_on"]

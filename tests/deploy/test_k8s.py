@@ -96,13 +96,13 @@ def test_kustomization_lists_every_manifest() -> None:
 # --- what the schemas cannot see ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("service", [entry.name for entry in catalog.SERVICES])
+@pytest.mark.parametrize("service", [entry.name for entry in catalog.ALL])
 def test_service_deployment_probes_health_and_logs_in_as_itself(service: str) -> None:
     deployment = _objects()[("Deployment", f"tavern-{service}")]
     pod = deployment["spec"]["template"]["spec"]
     container = _container("Deployment", f"tavern-{service}")
     assert container["args"] == ["serve", service]
-    [port] = container["ports"]
+    [port] = [p for p in container["ports"] if p["name"] == "health"]
     assert port["containerPort"] == int(_config()["TAVERN_HEALTH_PORT"])
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
@@ -120,7 +120,7 @@ def test_service_deployment_probes_health_and_logs_in_as_itself(service: str) ->
     assert container["envFrom"] == [{"configMapRef": {"name": "tavern-config"}}]
 
 
-@pytest.mark.parametrize("service", [entry.name for entry in catalog.SERVICES])
+@pytest.mark.parametrize("service", [entry.name for entry in catalog.ALL])
 def test_service_has_a_disruption_budget_over_its_pods(service: str) -> None:
     deployment = _objects()[("Deployment", f"tavern-{service}")]
     budget = _objects()[("PodDisruptionBudget", f"tavern-{service}")]

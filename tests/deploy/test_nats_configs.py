@@ -73,7 +73,7 @@ def test_no_password_is_written_in_a_config() -> None:
 def test_every_service_has_its_own_user() -> None:
     users = re.findall(r"^\s*user:\s*(\w+)", _text("accounts.conf"), re.MULTILINE)
     assert sorted(users) == sorted(natsconf.USERS)
-    assert {entry.name for entry in catalog.SERVICES} <= set(users)
+    assert {entry.name for entry in catalog.ALL} <= set(users)
 
 
 def test_accounts_conf_is_the_access_model_rendered() -> None:

@@ -174,7 +174,7 @@ class EmbeddedServers:
             entry.name: secure.service_env(
                 entry.name, self.credentials, admin_dsn=admin_dsn, nats=self.nats is not None
             )
-            for entry in catalog.SERVICES
+            for entry in catalog.ALL
         }
 
     def role_passwords(self) -> dict[str, str] | None:

@@ -16,9 +16,9 @@ from typing import Any
 
 from tavern_runtime.errors import ConfigurationError
 
-NATS_USERS = ("operator", "loop", "ledger", "projector", "consolidator", "client")
+NATS_USERS = ("operator", "loop", "ledger", "projector", "consolidator", "gateway", "client")
 """Who logs in to NATS: the CLI as operator, each service as itself, front ends as client."""
-DB_ROLES = ("ledger", "projector", "consolidator")
+DB_ROLES = ("ledger", "projector", "consolidator", "gateway")
 """The services that own a schema; the loop keeps no tables and gets no database login."""
 PG_ADMIN = "postgres"
 FILE_NAME = "credentials.json"

@@ -189,6 +189,16 @@ class Transition(BaseModel):
     reason: str = Field(default="", max_length=500)
 
 
+VariableScope = Literal["chat", "character", "agent"]
+
+
+class VariableEdit(BaseModel):
+    scope: VariableScope = "chat"
+    name: str = Field(min_length=1, max_length=256)
+    value: Any = None
+    expected_revision: int = Field(default=0, ge=0)
+
+
 class Cleanup(BaseModel):
     session_id: str = Field(max_length=64)
     confirm: list[str] = Field(default_factory=list, max_length=2000)
@@ -398,7 +408,7 @@ async def command(session_id: str, body: Command, account: User, gw: G) -> dict[
     forked: str | None = None
     if body.name == "fork":
         forked = f"s-{new_id()[-12:].lower()}"
-        args["new_session_id"] = forked
+        args["session_id"] = forked
     input_id = await gw.bus.send_command(account.principal, session_id, body.name, args)
     return {"input_id": input_id, "fork": forked}
 
@@ -574,6 +584,34 @@ async def cleanup(session_id: str, body: Cleanup, account: User, gw: G) -> dict[
         except Refused as exc:
             log.info("cleanup_refused", evidence_id=evidence_id, code=exc.code)
     return {"deleted": deleted, "confirm": ids, "done": True}
+
+
+# --- variables (the ledger's store, compare-and-set) ----------------------------------------
+
+
+@api.get("/sessions/{session_id}/variables", summary="A chat's variables with their revisions")
+async def variables(
+    session_id: str, account: User, gw: G, scope: VariableScope = "chat"
+) -> dict[str, Any]:
+    session_id = await own_session(gw, account, session_id)
+    body = {"session_id": session_id, "scope": scope}
+    return await gw.bus.rpc(account.principal, "ledger", "variable.list", body)
+
+
+@api.post(
+    "/sessions/{session_id}/variables",
+    summary="Set a variable if its revision is still `expected_revision` (0: a new one)",
+)
+async def set_variable(session_id: str, body: VariableEdit, account: User, gw: G) -> dict[str, Any]:
+    session_id = await own_session(gw, account, session_id)
+    request = {
+        "session_id": session_id,
+        "scope": body.scope,
+        "name": body.name,
+        "value": body.value,
+        "expected_revision": body.expected_revision,
+    }
+    return await gw.bus.rpc(account.principal, "ledger", "variable.set", request)
 
 
 # --- pages ----------------------------------------------------------------------------------

@@ -309,6 +309,40 @@ async def test_sessions_streams_and_memory_answer_their_owner_only(
     assert done.json()["deleted"]
 
 
+async def test_mode_switch_and_fork_reach_the_loop(clients: dict[str, Client]) -> None:
+    owner = clients["owner"]
+    session_id = await _chat(owner, "Hello there.")
+    mode = await owner.post(
+        f"/api/sessions/{session_id}/commands",
+        {"name": "mode", "args": {"context_mode": "agent-managed"}},
+    )
+    assert mode.status_code == 200, mode.text
+    found = await _events(owner, session_id, "session/binding-changed")
+    assert found[-1][1]["payload"]["to_context_mode"] == "agent-managed"
+    fork = (await owner.post(f"/api/sessions/{session_id}/commands", {"name": "fork"})).json()
+    child = fork["fork"]
+    created = await _events(owner, child, "session/created")
+    assert created[0][1]["payload"]["parent_session_id"] == session_id
+    assert created[0][1]["payload"]["owner"] == "local"
+
+
+async def test_variables_are_set_by_compare_and_set(clients: dict[str, Client]) -> None:
+    owner, user = clients["owner"], clients["user"]
+    session_id = await _chat(owner, "Let us keep score.")
+    path = f"/api/sessions/{session_id}/variables"
+    first = await owner.post(path, {"name": "score", "value": 1, "expected_revision": 0})
+    assert first.status_code == 200, first.text
+    listed = (await owner.get(path)).json()["variables"]
+    [score] = [v for v in listed if v["name"] == "score"]
+    assert score["revision"] >= 1
+    stale = await owner.post(path, {"name": "score", "value": 5, "expected_revision": 0})
+    assert error_of(stale, 409)["code"] == "conflict"
+    fresh = {"name": "score", "value": 2, "expected_revision": score["revision"]}
+    assert (await owner.post(path, fresh)).status_code == 200
+    assert error_of(await user.get(path), 403)["code"] == "forbidden"
+    assert error_of(await user.post(path, fresh), 403)["code"] == "forbidden"
+
+
 async def test_bad_ids_and_bodies_get_clear_answers(clients: dict[str, Client]) -> None:
     owner = clients["owner"]
     assert error_of(await owner.get("/api/sessions/bad id!/events"), 400)["code"] == "invalid"

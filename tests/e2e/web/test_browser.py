@@ -74,7 +74,10 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     await page.get_by_text("Imported character Mira.").wait_for()
     avatar = page.get_by_role("img", name="Avatar of Mira")
     await avatar.wait_for()
-    assert await avatar.evaluate("img => img.naturalWidth") > 0
+    await page.wait_for_function(
+        "() => [...document.querySelectorAll('img')].some("
+        "i => i.alt === 'Avatar of Mira' && i.complete && i.naturalWidth > 0)"
+    )
     # Not a card: a clear answer on the page, not a trace.
     await page.get_by_label("Card, lorebook or persona file").set_input_files(
         {"name": "notes.json", "mimeType": "application/json", "buffer": b'{"hello": 1}'}
@@ -94,6 +97,14 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     await reply.wait_for()
     assert await reply.get_attribute("data-streaming") == "false"
     assert int(await page.locator("body").get_attribute("data-chunks") or 0) >= 1
+
+    # Model, card and user text is escaped: markup shows as text, a small markdown subset applies.
+    await _send(page, 'Look: <img src=x onerror="window.pwned=1"> and **bold**')
+    user_msg = page.locator(".msg.user", has_text="Look:").last
+    await user_msg.get_by_text('<img src=x onerror="window.pwned=1">', exact=False).wait_for()
+    assert await page.locator("#log img").count() == 0
+    assert await user_msg.locator("strong", has_text="bold").count() == 1
+    assert await page.evaluate("window.pwned === undefined")
 
     # The next step recalls what was said: shown per step, collapsed until opened.
     await _send(page, "What colour is my boat Nautilus?")
@@ -163,6 +174,17 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     await link.wait_for()
     Journey.invite_url = (await link.text_content()) or ""
     assert "/invite/" in Journey.invite_url
+
+    # A session that ended meanwhile: a clear message, and the typed text stays in the box.
+    await page.goto(f"{url.rstrip('/')}/chat/{Journey.session_id}")
+    await page.locator(".msg.user").first.wait_for(timeout=REPLY_S)
+    await page.context.clear_cookies(name="tavern_session")
+    box = page.get_by_label("Message")
+    await box.fill("a long thought I do not want to lose")
+    await box.press("Enter")
+    await page.get_by_role("alert").get_by_text(re.compile("session has expired")).wait_for()
+    assert await box.input_value() == "a long thought I do not want to lose"
+    await shot(page, "09-expired-session")
 
 
 async def test_a_second_user_finds_none_of_the_first_users_data(stack: Stack, browser: Any) -> None:

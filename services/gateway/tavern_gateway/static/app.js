@@ -315,7 +315,7 @@ function chatPage() {
   for (const button of document.querySelectorAll("[data-command]")) {
     button.addEventListener("click", () => api("POST", `/api/sessions/${sid}/commands`, { name: button.dataset.command }).catch(() => {}));
   }
-  $("#mode-switch").addEventListener("click", () => api("POST", `/api/sessions/${sid}/commands`, { name: "mode", args: { mode: $("#mode").value } }).catch(() => {}));
+  $("#mode-switch").addEventListener("click", () => api("POST", `/api/sessions/${sid}/commands`, { name: "mode", args: { context_mode: $("#mode").value } }).catch(() => {}));
   $("#fork").addEventListener("click", async () => {
     const found = await api("POST", `/api/sessions/${sid}/commands`, { name: "fork" });
     if (found.fork) notice(`Forked into ${found.fork}: it opens once the fork is made.`, "info");
@@ -337,6 +337,17 @@ async function managePage() {
   select.addEventListener("change", load);
   $("#memory-search").addEventListener("submit", (ev) => { ev.preventDefault(); loadMemory(select.value); });
   $("#cleanup").addEventListener("click", () => cleanup(select.value));
+  $("#var-scope").addEventListener("change", () => loadVariables(select.value));
+  $("#var-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    let value;
+    try { value = JSON.parse($("#var-value").value); } catch (e) { notice("The value is not JSON: write \"text\" in quotes, or a number, list or object."); return; }
+    try {
+      await api("POST", `/api/sessions/${select.value}/variables`, { scope: $("#var-scope").value, name: $("#var-name").value, value, expected_revision: Number($("#var-revision").value || 0) });
+      clearNotice();
+      loadVariables(select.value);
+    } catch (e) { /* notice shown (a stale revision says so); the form keeps what was typed */ }
+  });
   if (select.value) load();
 }
 
@@ -345,6 +356,7 @@ function loadChat(sid, row) {
   $("#manage-binding").textContent = row ? `Architecture ${row.architecture}${row.context_mode ? ", context mode " + row.context_mode : ""}; chat ${row.chat_id}${row.character_id ? "; character " + row.character_id : ""}` : sid;
   $("#export").href = `/api/sessions/${sid}/memory/export`;
   loadMemory(sid);
+  loadVariables(sid);
   loadTools(sid);
 }
 
@@ -377,6 +389,22 @@ function memoryRow(sid, item) {
   return el("tr", { "data-id": id }, el("td", { class: "mem-text", text: item.text || item.content || "" }),
     el("td", { text: item.source_class || item.source || "" }), el("td", { text: item.authority || "" }),
     el("td", { text: item.claim_domain || item.domain || "" }), el("td", { text: item.state || "" }), actions);
+}
+
+async function loadVariables(sid) {
+  const body = $("#variables tbody");
+  try {
+    const found = await api("GET", `/api/sessions/${sid}/variables?scope=${$("#var-scope").value}`);
+    body.replaceChildren();
+    for (const v of found.variables || []) {
+      const value = JSON.stringify(v.value !== undefined ? v.value : v.summary);
+      body.append(el("tr", {}, el("td", { text: v.name }), el("td", { text: value }), el("td", { text: String(v.revision) }),
+        el("td", {}, el("button", { type: "button", "aria-label": `Edit ${v.name}`, onclick: () => {
+          $("#var-name").value = v.name; $("#var-value").value = value; $("#var-revision").value = v.revision; $("#var-value").focus();
+        } }, "Edit"))));
+    }
+    if (!(found.variables || []).length) body.append(el("tr", {}, el("td", { colspan: 4, text: "No variables." })));
+  } catch (e) { /* shown */ }
 }
 
 async function detail(url, title) {
