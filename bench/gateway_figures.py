@@ -77,7 +77,9 @@ async def _session(js: Any) -> str:
         session_id=session_id,
         seq=1,
         ts=datetime.now(UTC),
-        payload=SessionCreatedPayload(architecture="agent-tavern", chat_id=session_id, owner=OWNER),
+        payload=SessionCreatedPayload(
+            architecture="agent-tavern", context_mode="dsh-native", chat_id=session_id, owner=OWNER
+        ),
     )
     await js.publish(subjects.session_event(session_id, created.type), encode(created))
     return session_id
