@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import sys
 import tempfile
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tavern_cli.demo import SCRIPT
@@ -34,6 +36,22 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, timeout: float)
     return "".join(seen)
 
 
+async def _demo_is_visible(url: str, session_id: str) -> None:
+    async with httpx.AsyncClient(base_url=url, follow_redirects=True, timeout=30) as http:
+        first = await http.get("/")
+        assert first.url.path == "/setup"  # a fresh install: the first visit creates the owner
+        headers = {"X-CSRF-Token": http.cookies["tavern_csrf"]}
+        owner = {"name": "ada", "password": "a-long-enough-password"}
+        assert (await http.post("/api/setup", json=owner, headers=headers)).status_code == 200
+        listed = (await http.get("/api/sessions")).json()["sessions"]
+        assert session_id in [s["session_id"] for s in listed]
+        async with http.stream("GET", f"/api/sessions/{session_id}/events") as events:
+            async for line in events.aiter_lines():
+                if "Nautilus" in line:
+                    return
+        raise AssertionError("the demo's conversation did not stream")
+
+
 async def test_tavern_up_plays_the_demo_conversation_and_stops_on_ctrl_c() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="tavern-demo-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAVERN_")}
@@ -49,6 +67,13 @@ async def test_tavern_up_plays_the_demo_conversation_and_stops_on_ctrl_c() -> No
         assert "you: Hello! I'm Ada" in text
         assert "assistant:" in text
         assert "context compacted" in text
+        # It ends with the web app's URL; the demo conversation is there, under the owner.
+        opened = await _read_until(up.stdout, " : the demo conversation is there", timeout=30)
+        url = re.search(r"open (http://\S+)", opened)
+        assert url, opened
+        demo_session = re.search(r"demo session (\S+)", text)
+        assert demo_session, text
+        await _demo_is_visible(url[1], demo_session[1])
         up.send_signal(signal.SIGINT)
         rest = await asyncio.wait_for(up.stdout.read(), 60)
         assert await up.wait() == 0
