@@ -565,12 +565,34 @@ def _of_chat(line: str, session_id: str, ids: set[str]) -> bool:
 @api.post("/sessions/{session_id}/memory/cleanup", summary="Delete a chat's memory (confirmed)")
 async def cleanup(session_id: str, body: Cleanup, account: User, gw: G) -> dict[str, Any]:
     session_id = await own_session(gw, account, session_id)
-    listed = await gw.bus.rpc(
-        account.principal, "ledger", "query", {"session_id": session_id, "limit": 500}
-    )
-    ids = [str(item.get("evidence_id") or item.get("id")) for item in listed.get("items", [])]
-    if sorted(ids) != sorted(body.confirm):
-        return {"deleted": [], "confirm": ids, "done": False}
+    return await _cleanup(gw, account, {"session_id": session_id}, body.confirm, "chat")
+
+
+class ScopeCleanup(BaseModel):
+    confirm: list[str] = Field(default_factory=list, max_length=2000)
+
+
+@api.post(
+    "/scopes/{scope_id}/memory/cleanup",
+    summary="Delete a scope's memory (a character's: every chat with it), confirmed",
+)
+async def cleanup_scope(scope_id: str, body: ScopeCleanup, account: User, gw: G) -> dict[str, Any]:
+    return await _cleanup(gw, account, {"scope_id": scope_id}, body.confirm, "scope")
+
+
+async def _cleanup(
+    gw: Gateway, account: Account, where: dict[str, Any], confirm: list[str], what: str
+) -> dict[str, Any]:
+    """Without a confirmation naming exactly the items that would go: those items, nothing
+    deleted. With it: each deleted (the ledger checks every one)."""
+    listed = await gw.bus.rpc(account.principal, "ledger", "query", {**where, "limit": 500})
+    items = listed.get("items", [])
+    ids = [str(item.get("evidence_id")) for item in items]
+    if sorted(ids) != sorted(confirm):
+        preview = [
+            {"evidence_id": str(i.get("evidence_id")), "text": i.get("content")} for i in items
+        ]
+        return {"deleted": [], "confirm": ids, "items": preview, "done": False}
     deleted = []
     for evidence_id in ids:
         try:
@@ -578,7 +600,7 @@ async def cleanup(session_id: str, body: Cleanup, account: User, gw: G) -> dict[
                 account.principal,
                 "ledger",
                 "delete",
-                {"evidence_id": evidence_id, "reason": "clean-up of a chat's memory"},
+                {"evidence_id": evidence_id, "reason": f"clean-up of a {what}'s memory"},
             )
             deleted.append(evidence_id)
         except Refused as exc:

@@ -308,6 +308,22 @@ async def test_sessions_streams_and_memory_answer_their_owner_only(
     assert done.json()["done"] is True
     assert done.json()["deleted"]
 
+    # A scope's clean-up (a character's: every chat with it) likewise, for its owner only.
+    later = await _chat(owner, "My favourite tea is genmaicha.")
+
+    async def scoped() -> str:
+        found = (await owner.get(f"/api/memory?session_id={later}")).json()["items"]
+        return str(found[0]["scope_id"]) if found else ""
+
+    scope = await eventually(scoped, timeout=20, interval=0.3)
+    assert error_of(await user.post(f"/api/scopes/{scope}/memory/cleanup", {}), 403)
+    preview = (await owner.post(f"/api/scopes/{scope}/memory/cleanup", {})).json()
+    assert preview["done"] is False
+    assert any("genmaicha" in (i["text"] or "") for i in preview["items"])
+    confirmed = {"confirm": preview["confirm"]}
+    gone = (await owner.post(f"/api/scopes/{scope}/memory/cleanup", confirmed)).json()
+    assert sorted(gone["deleted"]) == sorted(preview["confirm"])
+
 
 async def test_mode_switch_and_fork_reach_the_loop(clients: dict[str, Client]) -> None:
     owner = clients["owner"]

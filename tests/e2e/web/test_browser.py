@@ -132,6 +132,15 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     exported = await asyncio.to_thread(Path(await download.path()).read_text)
     assert "Nautilus is green" in exported
 
+    # Clean-up asks first, naming what would go; keeping them deletes nothing.
+    await page.get_by_role("button", name="Clean up this chat's memory").click()
+    dialog = page.get_by_role("dialog", name="Confirm clean-up")
+    await dialog.get_by_text(re.compile(r"This deletes these \d+ memory items of chat")).wait_for()
+    await dialog.get_by_text("My boat Nautilus is green.").wait_for()
+    await shot(page, "04b-cleanup-confirm")
+    await dialog.get_by_role("button", name="Keep them").click()
+    await page.locator("#memory tbody tr", has_text="Nautilus is green").first.wait_for()
+
     # Back in the chat: the next reply's recall has changed to the correction.
     await page.goto(f"{url.rstrip('/')}/chat/{Journey.session_id}")
     await page.locator("#log li.turn[data-outcome]").nth(2).wait_for(timeout=REPLY_S)

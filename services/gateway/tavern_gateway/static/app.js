@@ -337,6 +337,12 @@ async function managePage() {
   select.addEventListener("change", load);
   $("#memory-search").addEventListener("submit", (ev) => { ev.preventDefault(); loadMemory(select.value); });
   $("#cleanup").addEventListener("click", () => cleanup(select.value));
+  $("#cleanup-scope").addEventListener("click", async () => {
+    const found = await api("GET", `/api/memory?${new URLSearchParams({ session_id: select.value, state: "all", limit: 1 })}`);
+    const scope = (found.items || []).map((i) => i.scope_id).find((x) => x);
+    if (!scope) { notice("This chat has no memory yet, so no character scope to clean up.", "info"); return; }
+    cleanup(select.value, scope);
+  });
   $("#var-scope").addEventListener("change", () => loadVariables(select.value));
   $("#var-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -435,16 +441,17 @@ function correctForm(sid, item) {
   input.focus();
 }
 
-async function cleanup(sid) {
+async function cleanup(sid, scope) {
   const box = $("#cleanup-confirm");
-  const first = await api("POST", `/api/sessions/${sid}/memory/cleanup`, { session_id: sid, confirm: [] });
-  if (!first.confirm.length) { box.replaceChildren(el("p", { text: "This chat has no memory to clean up." })); box.hidden = false; return; }
-  const rows = await api("GET", `/api/memory?${new URLSearchParams({ session_id: sid, limit: 500 })}`);
+  const url = scope ? `/api/scopes/${scope}/memory/cleanup` : `/api/sessions/${sid}/memory/cleanup`;
+  const what = scope ? `scope ${scope} (every chat with this character)` : `chat ${sid}`;
+  const first = await api("POST", url, { session_id: sid, confirm: [] });
+  if (!first.confirm.length) { box.replaceChildren(el("p", { text: `There is no memory of ${what} to clean up.` })); box.hidden = false; return; }
   const list = el("ul");
-  for (const item of rows.items || []) list.append(el("li", { text: item.text || item.evidence_id }));
-  box.replaceChildren(el("p", { text: `This deletes these ${first.confirm.length} memory items of chat ${sid}:` }), list,
+  for (const item of first.items || []) list.append(el("li", { text: item.text || item.evidence_id }));
+  box.replaceChildren(el("p", { text: `This deletes these ${first.confirm.length} memory items of ${what}:` }), list,
     el("button", { type: "button", onclick: async () => {
-      const done = await api("POST", `/api/sessions/${sid}/memory/cleanup`, { session_id: sid, confirm: first.confirm });
+      const done = await api("POST", url, { session_id: sid, confirm: first.confirm });
       box.replaceChildren(el("p", { role: "status", text: `Deleted ${done.deleted.length} items.` }));
       loadMemory(sid);
     } }, "Delete them"),
