@@ -3,6 +3,7 @@ a session's log as a stream of stored messages (for server-sent events)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -163,6 +164,57 @@ class Bus:
         finally:
             with contextlib.suppress(Exception):  # the connection may be gone already
                 await sub.unsubscribe()
+
+
+SERVICES = ("loop", "ledger", "consolidator", "projector", "gateway")
+
+
+async def operator_status(nc: Client, js: JetStreamContext) -> dict[str, Any]:
+    """Services (ping), streams, consumers with their lag, dead letters: read-only."""
+    from tavern_events import streams as contract
+
+    async def ping(name: str) -> dict[str, Any]:
+        try:
+            reply = await nc.request(subjects.rpc(name, "ping"), b"", timeout=2)
+            body = json.loads(reply.data)
+            return {"name": name, "ok": bool(body.get("ok")), "version": body.get("version")}
+        except Exception as exc:  # no responder, timeout: a red row
+            return {"name": name, "ok": False, "version": None, "error": type(exc).__name__}
+
+    services = await asyncio.gather(*(ping(n) for n in SERVICES))
+    found_streams, consumers = [], []
+    for spec in contract.ALL:
+        try:
+            info = await js.stream_info(spec.name)
+            infos = await js.consumers_info(spec.name)
+        except Exception:  # missing or not allowed: shown as such
+            found_streams.append({"name": spec.name, "ok": False})
+            continue
+        found_streams.append(
+            {
+                "name": spec.name,
+                "ok": True,
+                "messages": info.state.messages,
+                "bytes": info.state.bytes,
+            }
+        )
+        for c in infos:
+            consumers.append(
+                {
+                    "stream": spec.name,
+                    "name": c.name,
+                    "pending": c.num_pending or 0,
+                    "ack_pending": c.num_ack_pending or 0,
+                    "redelivered": c.num_redelivered or 0,
+                }
+            )
+    dead = next((s.get("messages", 0) for s in found_streams if s["name"] == "DLQ"), 0)
+    return {
+        "services": list(services),
+        "streams": found_streams,
+        "consumers": consumers,
+        "dead_letters": dead,
+    }
 
 
 def _now() -> datetime:

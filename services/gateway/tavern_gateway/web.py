@@ -636,6 +636,16 @@ async def set_variable(session_id: str, body: VariableEdit, account: User, gw: G
     return await gw.bus.rpc(account.principal, "ledger", "variable.set", request)
 
 
+# --- the operator's view (the owner only) --------------------------------------------------
+
+
+@api.get("/operator/status", summary="Services, streams, consumer lag, dead letters (owner)")
+async def operator(account: Owner, gw: G) -> dict[str, Any]:
+    from tavern_gateway.bus import operator_status
+
+    return await operator_status(gw.bus.nc, gw.bus.js)
+
+
 # --- pages ----------------------------------------------------------------------------------
 
 pages = APIRouter(include_in_schema=False)

@@ -359,6 +359,18 @@ async def test_variables_are_set_by_compare_and_set(clients: dict[str, Client]) 
     assert error_of(await user.post(path, fresh), 403)["code"] == "forbidden"
 
 
+async def test_the_owner_sees_services_streams_and_lag(clients: dict[str, Client]) -> None:
+    found = (await clients["owner"].get("/api/operator/status")).json()
+    assert {s["name"]: s["ok"] for s in found["services"]} == dict.fromkeys(
+        ("loop", "ledger", "consolidator", "projector", "gateway"), True
+    )
+    assert {s["name"] for s in found["streams"] if s["ok"]} >= {"SESSIONS", "INPUTS", "LEDGER"}
+    assert "loop-dispatch" in {c["name"] for c in found["consumers"]}
+    assert found["dead_letters"] >= 0
+    refused = await clients["user"].get("/api/operator/status")
+    assert error_of(refused, 403)["code"] == "forbidden"
+
+
 async def test_bad_ids_and_bodies_get_clear_answers(clients: dict[str, Client]) -> None:
     owner = clients["owner"]
     assert error_of(await owner.get("/api/sessions/bad id!/events"), 400)["code"] == "invalid"

@@ -123,6 +123,8 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     await page.get_by_role("button", name="Save correction").click()
     await page.get_by_text("Correction saved.").wait_for()
     await page.locator("#memory tbody tr", has_text="Nautilus is green").first.wait_for()
+    services = page.get_by_role("table", name="Services")
+    await services.get_by_role("row", name=re.compile("^ledger up")).wait_for()
     await shot(page, "04-manage")
 
     # Export the chat's memory: the download holds the corrected item.

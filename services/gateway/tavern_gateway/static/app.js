@@ -355,6 +355,18 @@ async function managePage() {
     } catch (e) { /* notice shown (a stale revision says so); the form keeps what was typed */ }
   });
   if (select.value) load();
+  if ($("#ops-title")) loadOperator();
+}
+
+async function loadOperator() {
+  try {
+    const found = await api("GET", "/api/operator/status");
+    const row = (...cells) => el("tr", {}, ...cells.map((c) => el("td", { text: String(c) })));
+    $("#ops-services tbody").replaceChildren(...found.services.map((x) => row(x.name, x.ok ? "up" : "down", x.version || "")));
+    $("#ops-streams tbody").replaceChildren(...found.streams.map((x) => row(x.name, x.ok ? x.messages : "missing", x.ok ? x.bytes : "")));
+    $("#ops-consumers tbody").replaceChildren(...found.consumers.map((x) => row(`${x.stream}/${x.name}`, x.pending, x.ack_pending, x.redelivered)));
+    $("#ops-summary").textContent = `Dead letters: ${found.dead_letters}`;
+  } catch (e) { /* shown */ }
 }
 
 function loadChat(sid, row) {
