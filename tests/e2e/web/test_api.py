@@ -381,3 +381,33 @@ async def test_bad_ids_and_bodies_get_clear_answers(clients: dict[str, Client]) 
     other_char = await owner.post("/api/sessions", {"character_id": "someone-else"})
     assert error_of(other_char, 404)
     await asyncio.sleep(0)
+
+
+async def test_a_second_replica_serves_the_same_signed_in_browser(
+    stack: Stack, clients: dict[str, Client], tmp_path: Path
+) -> None:
+    """Stateless: web sessions live in Postgres, events on the bus; any replica serves."""
+    import sys
+
+    env = stack._env(stack.service("gateway"))
+    env.update(TAVERN_GATEWAY_PORT="0", TAVERN_DATA_DIR=str(tmp_path))
+    replica = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tavern_gateway", env=env, stdin=asyncio.subprocess.DEVNULL
+    )
+    try:
+        url_file = tmp_path / "run" / "gateway.url"
+        await eventually(url_file.exists, timeout=30, interval=0.2)
+        other = json.loads(url_file.read_text())["url"]
+        owner = clients["owner"]
+        session_id = await _chat(owner, "Replicas share everything but memory.")
+        async with httpx.AsyncClient(base_url=other, cookies=owner.http.cookies) as http:
+            me = await http.get("/api/me")
+            assert me.json()["name"] == "olga"
+            headers = {"X-CSRF-Token": owner.http.cookies.get("tavern_csrf") or ""}
+            sent = await http.post(
+                f"/api/sessions/{session_id}/messages", json={"text": "hi"}, headers=headers
+            )
+            assert sent.status_code == 200, sent.text
+    finally:
+        replica.terminate()
+        await replica.wait()
