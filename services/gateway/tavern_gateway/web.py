@@ -4,6 +4,7 @@ principal; the services check it (the gateway's own checks only spare them the r
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -111,8 +112,6 @@ def check_csrf(request: Request) -> None:
 
 
 def _same(a: str, b: str) -> bool:
-    import hmac
-
     return hmac.compare_digest(a.encode(), b.encode())
 
 
@@ -143,15 +142,6 @@ def set_session_cookie(gw: Gateway, response: Response, token: str) -> None:
         samesite="strict",
         path="/",
     )
-
-
-def ensure_csrf_cookie(gw: Gateway, request: Request, response: Response) -> str:
-    token = request.cookies.get(CSRF_COOKIE) or accounts.new_secret()
-    if CSRF_COOKIE not in request.cookies:
-        response.set_cookie(
-            CSRF_COOKIE, token, httponly=False, secure=gw.secure_cookies, samesite="strict"
-        )
-    return token
 
 
 # --- bodies ---------------------------------------------------------------------------------
@@ -501,9 +491,6 @@ async def correct(evidence_id: str, body: Correction, account: User, gw: G) -> d
     if body.session_id:
         request["session_id"] = sid(body.session_id)
     return await gw.bus.rpc(account.principal, "ledger", "correct", request)
-
-
-ACTIONS = ("release", "quarantine", "redact", "delete", "rollback")
 
 
 @api.post("/memory/{evidence_id}/{action}", summary="release, quarantine, redact, delete, rollback")
