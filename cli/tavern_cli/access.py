@@ -230,10 +230,11 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
         ),
         Permissions(
             "gateway",
-            "Gateway (the web app): its signed-in users' inputs and their RPCs to the ledger and\n"
-            "the projector, session logs followed (ordered consumers, direct gets), imported cards\n"
-            "published to ASSETS, the owner's read-only status of streams and consumers, its ping.\n"
-            "It can neither write a session log, read LEDGER, nor pull or ack a durable.",
+            "Gateway (the web app): its signed-in users' inputs and their RPCs to the ledger\n"
+            "and the projector, session logs followed (ordered consumers, direct gets),\n"
+            "imported cards published to ASSETS, the owner's read-only view of streams and\n"
+            "consumers, its ping. It can neither write a session log, read LEDGER, nor pull\n"
+            "or ack a durable.",
             publish=(
                 "tavern.input.>",
                 "tavern.asset.>",
@@ -241,7 +242,10 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
                 "tavern.rpc.ledger.>",
                 "tavern.rpc.*.ping",
                 "$JS.API.INFO",
-                *(f"$JS.API.STREAM.INFO.{s}" for s in ("SESSIONS", "INPUTS", "ASSETS", "LEDGER", "DLQ")),
+                *(
+                    f"$JS.API.STREAM.INFO.{s}"
+                    for s in ("SESSIONS", "INPUTS", "ASSETS", "LEDGER", "DLQ")
+                ),
                 "$JS.API.CONSUMER.LIST.*",
                 "$JS.API.DIRECT.GET.SESSIONS",
                 "$JS.API.DIRECT.GET.SESSIONS.>",
