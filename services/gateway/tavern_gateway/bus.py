@@ -38,11 +38,12 @@ HEARTBEAT_S = 15.0
 
 
 class Refused(PermanentError):
-    """A service refused the request; `code` is the service's own code."""
+    """A service refused the request: its error, as the common model gave it."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, code: str, message: str, reason: str | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
         self.code = code
+        self.reason = reason
 
 
 class Unavailable(TransientError):
@@ -84,7 +85,18 @@ class Bus:
             raise Unavailable(f"the {service} service answered something unreadable") from None
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict):
-            raise Refused(str(error.get("code", "error")), str(error.get("message", "refused")))
+            details = {
+                k: v
+                for k, v in error.items()
+                if k not in ("code", "message", "retryable", "reason")
+                and isinstance(v, str | int | float | bool)
+            }
+            raise Refused(
+                str(error.get("code", "internal")),
+                str(error.get("message", "refused")),
+                reason=error.get("reason") if isinstance(error.get("reason"), str) else None,
+                **details,
+            )
         return reply if isinstance(reply, dict) else {"result": reply}
 
     # --- inputs ---------------------------------------------------------------------------------

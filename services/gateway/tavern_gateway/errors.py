@@ -18,24 +18,24 @@ log = get_logger(__name__)
 STATUS = {
     "unauthenticated": 401,
     "forbidden": 403,
-    "csrf": 403,
-    "scope_forbidden": 403,
     "not_found": 404,
     "conflict": 409,
-    "stale_revision": 409,
     "too_large": 413,
     "rate_limited": 429,
     "unavailable": 503,
+    "timeout": 504,
     "internal": 500,
 }
 
 
 class ApiError(PermanentError):
-    """A refusal of the gateway itself, with its code."""
+    """A refusal of the gateway itself: a code of the common model and, if given, a finer
+    reason (`csrf`, `invalid_card`)."""
 
-    def __init__(self, code: str, message: str, **details: Any) -> None:
+    def __init__(self, code: str, message: str, reason: str | None = None, **details: Any) -> None:
         super().__init__(message, **details)
         self.code = code
+        self.reason = reason
 
 
 def body(code: str, message: str, retryable: bool = False, **more: Any) -> dict[str, Any]:
@@ -43,12 +43,13 @@ def body(code: str, message: str, retryable: bool = False, **more: Any) -> dict[
 
 
 def respond(exc: TavernError, headers: dict[str, str] | None = None) -> JSONResponse:
-    retryable = isinstance(exc, TransientError)
-    status = STATUS.get(exc.code, 503 if retryable else 400)
-    extra = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float | bool)}
-    return JSONResponse(
-        body(exc.code, exc.message, retryable, **extra), status_code=status, headers=headers
-    )
+    """The common error model (`tavern_events.replies`), with the HTTP status of its code."""
+    found = exc.as_dict()
+    if isinstance(exc, TransientError):
+        found["retryable"] = True
+    found = {k: v for k, v in found.items() if isinstance(v, str | int | float | bool | None)}
+    status = STATUS.get(str(found["code"]), 503 if found["retryable"] else 400)
+    return JSONResponse({"error": found}, status_code=status, headers=headers)
 
 
 async def on_tavern_error(request: Request, exc: Exception) -> JSONResponse:

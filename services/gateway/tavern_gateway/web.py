@@ -108,7 +108,11 @@ def check_csrf(request: Request) -> None:
     cookie = request.cookies.get(CSRF_COOKIE, "")
     sent = request.headers.get(CSRF_HEADER, "")
     if not cookie or not sent or not _same(cookie, sent):
-        raise ApiError("csrf", f"missing or wrong {CSRF_HEADER}: reload the page and try again")
+        raise ApiError(
+            "forbidden",
+            f"missing or wrong {CSRF_HEADER}: reload the page and try again",
+            reason="csrf",
+        )
 
 
 def _same(a: str, b: str) -> bool:
@@ -329,9 +333,8 @@ async def import_asset(
     try:
         asset = cards.decode_file(data, kind, Path(name).stem)
     except CardError as exc:
-        raise ApiError(
-            "invalid_card", f"{name} is not a card we can import: {exc.message}"
-        ) from None
+        problem = f"{name} is not a card we can import: {exc.message}"
+        raise ApiError("invalid", problem, reason="invalid_card") from None
     locator = (
         await asyncio.to_thread(importer.store_image, data, gw.settings.data_dir)
         if asset.kind == "character"
