@@ -222,7 +222,8 @@ def test_network_policies_deny_by_default_and_admit_only_the_health_port() -> No
         selecting = [p for p in policies.values() if _selects(p, labels)]
         ingress = [rule for p in selecting for rule in p["spec"].get("ingress", [])]
         ports = {port["port"] for rule in ingress for port in rule["ports"]}
-        assert ports == {int(_config()["TAVERN_HEALTH_PORT"])}, obj["metadata"]["name"]
+        web = {8470} if labels.get("app.kubernetes.io/component") == "gateway" else set()
+        assert ports == {int(_config()["TAVERN_HEALTH_PORT"]), *web}, obj["metadata"]["name"]
     nats_rules = policies["tavern-nats"]["spec"]["ingress"]
     nats_ports = {port["port"] for rule in nats_rules for port in rule["ports"]}
     assert nats_ports == {4222, 6222}, "monitoring (8222, no auth) admits no pod"
