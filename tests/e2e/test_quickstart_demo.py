@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tavern_cli.demo import SCRIPT
+from tests.support import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -43,8 +44,12 @@ async def _demo_is_visible(url: str, session_id: str) -> None:
         headers = {"X-CSRF-Token": http.cookies["tavern_csrf"]}
         owner = {"name": "ada", "password": "a-long-enough-password"}
         assert (await http.post("/api/setup", json=owner, headers=headers)).status_code == 200
-        listed = (await http.get("/api/sessions")).json()["sessions"]
-        assert session_id in [s["session_id"] for s in listed]
+
+        async def listed() -> bool:
+            found = (await http.get("/api/sessions")).json()["sessions"]
+            return session_id in [s["session_id"] for s in found]
+
+        await eventually(listed, timeout=30, interval=0.5)  # the projector's read model
         async with http.stream("GET", f"/api/sessions/{session_id}/events") as events:
             async for line in events.aiter_lines():
                 if "Nautilus" in line:

@@ -12,6 +12,7 @@ import asyncio
 from tavern_cli import initialise
 from tavern_cli.endpoints import Endpoints, nats_connection, resolve
 from tavern_cli.rundir import Layout, data_dir_from_env, read_servers
+from tavern_runtime.auth import ensure_key_file
 from tavern_runtime.credentials import DB_ROLES, read_credentials
 from tavern_runtime.errors import TavernError
 from tavern_runtime.settings import TavernSettings
@@ -30,6 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     initialise.quiet_logging()
     layout = Layout(data_dir_from_env())
+    if not TavernSettings().auth_key.get_secret_value():
+        ensure_key_file(layout.root)  # as `tavern up` does: the CLI signs its requests with it
     endpoints = resolve(layout, args.nats_url, args.database_url)
     try:
         roles = initialise.RoleSettings().roles() or _embedded_roles(layout, endpoints)
