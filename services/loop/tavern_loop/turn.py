@@ -70,6 +70,7 @@ from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
 from tavern_runtime.secretscan import redact_secrets
+from tavern_runtime.tokens import Calibration
 
 log = get_logger(__name__)
 
@@ -116,6 +117,8 @@ class LoopDeps:
     """Set when the replica shuts down: runners finish their turn and take no new one."""
     logs: LogCache = field(default_factory=LogCache)
     """Session logs runners let go, shared by the replica's runners."""
+    calibration: Calibration = field(default_factory=Calibration)
+    """Per model, how the token estimate compares with the prompt tokens providers report."""
     credentials: Credentials | None = None
     """Checks the principal of each input and signs the RPCs made for the session's owner;
     without it every input is refused as unauthenticated."""
@@ -538,6 +541,10 @@ class TurnRunner:
             await self._partial(outcome.text, outcome.reasoning)
             raise TurnCancelled
         await self._assistant(outcome.final)
+        if outcome.final.usage is not None:
+            self.deps.calibration.observe(
+                target.model, payload.token_estimate, outcome.final.usage.prompt_tokens
+            )
         return outcome.final
 
     async def _partial(self, text: str, reasoning: str) -> None:
