@@ -22,8 +22,7 @@ import nats.errors
 from nats.aio.client import Client
 
 from tavern_events import subjects
-from tavern_projector import importer
-from tavern_projector.domain import cards
+from tavern_projector.operator import cards, importer
 from tavern_runtime import chatimport, stchat
 from tavern_runtime.chatimport import ChatTarget, Status
 from tavern_runtime.errors import TavernError

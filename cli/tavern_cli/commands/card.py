@@ -16,8 +16,7 @@ from tavern_cli.commands.replay import add_server_options, endpoints_of
 from tavern_cli.endpoints import nats_connection
 from tavern_cli.failure import fail
 from tavern_cli.rundir import data_dir_from_env
-from tavern_projector import importer
-from tavern_projector.domain.cards import ImportedAsset
+from tavern_projector.operator import ImportedAsset, importer
 from tavern_runtime.errors import TavernError
 
 

@@ -17,8 +17,7 @@ from tavern_cli.commands.replay import (
     projector_settings,
 )
 from tavern_cli.failure import fail
-from tavern_projector import catalog, operations
-from tavern_projector.core import options_of
+from tavern_projector.operator import catalog, operations, options_of
 from tavern_runtime.errors import TavernError
 
 

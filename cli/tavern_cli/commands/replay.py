@@ -34,9 +34,7 @@ from tavern_cli import initialise
 from tavern_cli.endpoints import Endpoints, nats_connection, resolve
 from tavern_cli.failure import fail
 from tavern_cli.rundir import Layout, data_dir_from_env
-from tavern_projector import catalog, operations
-from tavern_projector.config import ProjectorSettings
-from tavern_projector.core import options_of
+from tavern_projector.operator import ProjectorSettings, catalog, operations, options_of
 from tavern_runtime import pg
 from tavern_runtime.errors import TavernError
 

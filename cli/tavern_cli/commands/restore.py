@@ -23,7 +23,7 @@ from tavern_cli.commands.replay import (
 from tavern_cli.endpoints import nats_connection
 from tavern_cli.failure import fail
 from tavern_events.streams import SESSIONS
-from tavern_projector import restore
+from tavern_projector.operator import restore
 from tavern_runtime.errors import TavernError
 from tavern_runtime.settings import TavernSettings
 

@@ -14,7 +14,7 @@ from rich.table import Column, Table
 from tavern_cli import identity, initialise
 from tavern_cli.commands.replay import add_server_options, connections
 from tavern_cli.failure import fail
-from tavern_projector import queries
+from tavern_projector.operator import queries
 from tavern_runtime.errors import TavernError
 
 

@@ -42,6 +42,8 @@ from tavern_events.turn import (
     TurnStopping,
     TurnStoppingPayload,
 )
+from tavern_llm.base import ChatRequest, FinalMessage, ProviderError
+from tavern_llm.router import ProviderRouter
 from tavern_loop import compaction
 from tavern_loop.commands import Creation, run_command
 from tavern_loop.domain.access import input_refusal
@@ -55,8 +57,6 @@ from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.profiles.assets import Assets
-from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.recall import RecallClient
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.streaming import chunk_writer, stream_reply

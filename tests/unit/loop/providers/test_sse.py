@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tavern_loop.providers.base import ProviderError, StreamDelta, ToolCallDelta, Usage
-from tavern_loop.providers.sse import CompletionStream, event_data, parse_chunk
+from tavern_llm.base import ProviderError, StreamDelta, ToolCallDelta, Usage
+from tavern_llm.sse import CompletionStream, event_data, parse_chunk
 
 
 async def events_of(body: bytes, piece: int = 0) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tavern_loop.domain.tokens import BLOCK_OVERHEAD, tools_tokens
+from tavern_llm.tokens import BLOCK_OVERHEAD, tools_tokens
 from tavern_loop.tools import ToolRegistry
 from tests.unit.loop.tools.recording import echo, tool
 

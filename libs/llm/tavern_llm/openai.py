@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import structlog
 
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     ChatRequest,
     ProviderError,
     StreamDelta,
@@ -24,9 +24,9 @@ from tavern_loop.providers.base import (
     ToolCallDelta,
     assemble,
 )
-from tavern_loop.providers.config import LLMConfig
-from tavern_loop.providers.failures import error_for_response, retry_delay
-from tavern_loop.providers.sse import CompletionStream, arguments_text, event_data, parse_usage
+from tavern_llm.config import LLMConfig
+from tavern_llm.failures import error_for_response, retry_delay
+from tavern_llm.sse import CompletionStream, arguments_text, event_data, parse_usage
 from tavern_runtime.secretscan import redact_secrets
 
 log = structlog.get_logger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource, SSEError
 
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     FinalMessage,
     ProviderError,
     StreamDelta,
@@ -23,7 +23,7 @@ from tavern_loop.providers.base import (
     Usage,
     assemble,
 )
-from tavern_loop.providers.failures import error_for_chunk
+from tavern_llm.failures import error_for_chunk
 
 DONE = "[DONE]"
 
