@@ -29,7 +29,7 @@ from tavern_consolidator.domain.throttle import Thresholds
 from tavern_consolidator.ledger_client import LedgerClient
 from tavern_consolidator.model import Model
 from tavern_ledger import app as ledger_app
-from tavern_loop.providers import LLMConfig, build_router
+from tavern_llm import LLMConfig, build_router
 from tavern_runtime.migrations import migrate
 from tests.integration.consolidator.model_server import ModelServer, reply
 

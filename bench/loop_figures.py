@@ -23,12 +23,12 @@ from tavern_events import subjects
 from tavern_events.ids import new_id
 from tavern_events.input import MessageInput, MessageInputPayload
 from tavern_events.union import encode
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.router import ProviderRouter
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_loop.engine import EngineParts, LoopEngine
 from tavern_loop.inputs import Arrivals, pending_inputs
 from tavern_loop.options import LoopOptions
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry, ToolSpec
 from tavern_loop.tools.pipeline import ToolPipeline

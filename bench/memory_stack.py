@@ -81,7 +81,7 @@ async def _consolidator(nats_url: str, database_url: str) -> AsyncIterator[None]
     from bench.ledger import BENCH_KEY
     from tavern_consolidator import app as consolidator_app
     from tavern_consolidator.config import ConsolidatorSettings
-    from tavern_loop.providers import LLMConfig
+    from tavern_llm import LLMConfig
     from tavern_runtime.health import health_file
     from tavern_runtime.service import serve
 

@@ -40,13 +40,13 @@ from tavern_events.input import (
     MessageInputPayload,
 )
 from tavern_events.union import encode
+from tavern_llm.base import ChatRequest, StreamItem
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.router import ProviderRouter
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_loop.domain.rebuild import rebuild_request
 from tavern_loop.engine import EngineParts, LoopEngine
 from tavern_loop.options import LoopOptions
-from tavern_loop.providers.base import ChatRequest, StreamItem
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolSpec
 from tavern_runtime import principals
 from tavern_runtime.auth import Credentials, connect_signed, ensure_key_file

@@ -71,3 +71,19 @@ async def signed_nats(url: str, principal: Any = None, **options: Any) -> Any:
 
     credentials = Credentials(TEST_AUTH_KEY.encode())
     return await connect_signed(url, credentials, principal or principals.OPERATOR, **options)
+
+
+def has_samples(exposition: str, expected: list[str]) -> bool:
+    """Whether a Prometheus text exposition holds every sample written out in `expected`
+    (`name{label="v",...} value` lines), compared as parsed samples: label order and number
+    formatting are the exposition library's."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples(text: str) -> set[tuple[str, frozenset[tuple[str, str]], float]]:
+        return {
+            (s.name, frozenset(s.labels.items()), float(s.value))
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    return samples("\n".join(expected) + "\n") <= samples(exposition)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -45,22 +46,96 @@ def _preview(text: str, limit: int = PREVIEW) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def readable(content: str, limit: int = PREVIEW) -> str:
+    """A tool's output as a person reads it: a JSON object as `key: value` pairs (lists
+    counted, long texts cut at a word), anything else as flat text."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return _preview(content, limit)
+    if isinstance(value, dict):
+        parts = [f"{key}: {_brief(item)}" for key, item in value.items()]
+        return _preview("; ".join(parts) if parts else "(nothing)", limit)
+    return _preview(_brief(value, limit), limit)
+
+
+def _brief(value: Any, limit: int = 60) -> str:
+    if isinstance(value, str):
+        return _preview(value, limit)
+    if isinstance(value, list):
+        if not value:
+            return "none"
+        if all(isinstance(v, str | int | float) for v in value):
+            return _preview(", ".join(str(v) for v in value), limit)
+        first = value[0]
+        if isinstance(first, dict):
+            text = next((v for v in first.values() if isinstance(v, str) and " " in v), None)
+            head = f": {_preview(text, 40)!r}" if text else ""
+            return f"{len(value)} item{'s' if len(value) != 1 else ''}{head}"
+        return f"{len(value)} items"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_brief(v, 20)}" for k, v in list(value.items())[:4]) + "}"
+    if value is None:
+        return "-"
+    return json.dumps(value)
+
+
+def _arguments(text: str) -> str:
+    """`key="value", n=3` from a tool call's JSON arguments."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return _preview(text, 120)
+    if not isinstance(value, dict):
+        return _preview(text, 120)
+    pairs = (f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
+    return _preview(", ".join(pairs), 120)
+
+
 class Renderer:
-    """Turns session events into terminal lines; assistant text is printed as it streams."""
+    """Turns session events into terminal lines; assistant text is printed as it streams.
+
+    With a `prompt` (an interactive chat) the prompt is shown whenever the session waits for
+    the user, and what the user typed is not printed a second time."""
 
     def __init__(
-        self, out: TextIO = sys.stdout, colour: bool | None = None, prefix: str = ""
+        self,
+        out: TextIO = sys.stdout,
+        colour: bool | None = None,
+        prefix: str = "",
+        prompt: str = "",
     ) -> None:
         self.out = out
         self.colour = out.isatty() if colour is None else colour
         self.prefix = prefix
+        self.prompt = prompt
+        self.own_inputs: set[str] = set()
+        """Inputs typed here: their `user/message` is already on the screen."""
         self._streaming = False
+        self._prompted = False
 
     def _c(self, code: str, text: str) -> str:
         return f"{code}{text}{RESET}" if self.colour else text
 
+    def show_prompt(self) -> None:
+        if self.prompt and not self._prompted:
+            self._end_stream()
+            self.out.write(self._c(CYAN, self.prompt))
+            self.out.flush()
+            self._prompted = True
+
+    def prompt_answered(self) -> None:
+        """The user pressed Enter: the cursor is on a fresh line."""
+        self._prompted = False
+
+    def _clear_prompt(self) -> None:
+        if self._prompted:
+            self.out.write("\r\x1b[K" if self.out.isatty() else "\n")
+            self._prompted = False
+
     def _line(self, text: str) -> None:
         self._end_stream()
+        self._clear_prompt()
         self.out.write(f"{self.prefix}{text}\n")
         self.out.flush()
 
@@ -79,6 +154,7 @@ class Renderer:
         if not delta:
             return
         if not self._streaming:
+            self._clear_prompt()
             self.out.write(f"{self.prefix}{self._c(BOLD, 'assistant')}: ")
             self._streaming = True
         self.out.write(delta)
@@ -94,6 +170,8 @@ class Renderer:
 
     def _user_message(self, event: Any) -> None:
         text = event.payload.text
+        if self.prompt and event.payload.input_id in self.own_inputs:
+            return
         if event.form == "recall":
             self._line(self._c(DIM, f"  recall ▸ {_preview(text, 300)}"))
         elif event.source.startswith("plugin:"):
@@ -112,12 +190,14 @@ class Renderer:
 
     def _tool_call(self, event: Any) -> None:
         p = event.payload
-        self._line(self._c(YELLOW, f"  → {p.name}({_preview(p.arguments, 120)})"))
+        self._line(self._c(YELLOW, f"  → {p.name}({_arguments(p.arguments)})"))
 
     def _tool_result(self, event: Any) -> None:
         p = event.payload
         mark = "←" if p.ok else "✗"
-        self._line(self._c(YELLOW if p.ok else RED, f"  {mark} {p.name}: {_preview(p.content)}"))
+        shown = readable(p.content) if p.ok else _preview(p.content)
+        more = " (output cut)" if p.truncated else ""
+        self._line(self._c(YELLOW if p.ok else RED, f"  {mark} {p.name}: {shown}{more}"))
 
     def _context_compacted(self, event: Any) -> None:
         p = event.payload
@@ -138,6 +218,7 @@ class Renderer:
         if p.outcome != "completed":
             why = f": {p.error.message}" if p.error else (f" ({p.reason})" if p.reason else "")
             self._line(self._c(RED, f"  turn {event.turn} {p.outcome}{why}"))
+        self.show_prompt()
 
 
 class Conversation:
@@ -158,6 +239,13 @@ class Conversation:
             deliver_policy=DeliverPolicy.NEW,
             cb=self._on_event,
         )
+
+    async def exists(self) -> bool:
+        """Whether the session has a log (any event in SESSIONS)."""
+        info = await self.js.stream_info(
+            SESSIONS.name, subjects_filter=subjects.session_filter(self.session_id)
+        )
+        return bool(info.state.subjects)
 
     async def close(self) -> None:
         if self._sub is not None:
@@ -180,6 +268,7 @@ class Conversation:
             ts=_now(),
             payload=MessageInputPayload(text=text),
         )
+        self.renderer.own_inputs.add(command.input_id)
         await self._publish(command, "message")
         return command.input_id
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -19,6 +20,10 @@ SCRIPT: tuple[str, ...] = (
     "What do you remember about Nautilus?",
     "/compact",
 )
+
+
+DEMO_SESSION = "demo"
+"""The one session `tavern up` plays the demo in: played once per data dir, then continued."""
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,15 @@ async def play(
     user: str = "",
     password: str = "",
     credentials: Credentials | None = None,
+    session_id: str | None = None,
 ) -> DemoResult:
-    """Play SCRIPT on a new session, as the CLI's principal (the local operator by default);
-    every line is rendered as the session log records it. It logs in as `user` (or as the user
-    in the URL), with that user's inbox prefix."""
+    """Play SCRIPT on `session_id` (default: a new session), as the CLI's principal (the local
+    operator by default); every line is rendered as the session log records it. It logs in as
+    `user` (or as the user in the URL), with that user's inbox prefix."""
     login = login_options(user, password, nats_url)
     signer = credentials or identity.credentials()
     nc = await connect_signed(nats_url, signer, identity.principal(), name="tavern-demo", **login)
-    session_id = f"demo-{new_id()[-12:]}"
+    session_id = session_id or f"demo-{new_id()[-12:]}"
     renderer = (
         Renderer(out, colour, prefix) if out is not None else Renderer(colour=colour, prefix=prefix)
     )
@@ -74,6 +80,20 @@ async def play(
 READY_TIMEOUT_S = 90.0
 
 
+async def played_before(
+    nats_url: str, user: str = "", password: str = "", credentials: Credentials | None = None
+) -> bool:
+    """Whether the demo session has a log already: each `tavern up` reuses it, so demo
+    sessions never pile up."""
+    login = login_options(user, password, nats_url)
+    signer = credentials or identity.credentials()
+    nc = await connect_signed(nats_url, signer, identity.principal(), name="tavern-demo", **login)
+    try:
+        return await Conversation(nc, DEMO_SESSION, Renderer(io.StringIO())).exists()
+    finally:
+        await nc.close()
+
+
 async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str = "") -> None:
     """The demo as `tavern up` plays it: once every service is ready, on stdout."""
     from tavern_cli.probes import all_ready
@@ -89,11 +109,20 @@ async def run_in_up(nats_url: str, data_dir: Path, user: str = "", password: str
         await asyncio.sleep(0.5)
     print("\n--- demo conversation " + "-" * 50, flush=True)
     try:
+        credentials = Credentials.of(TavernSettings(data_dir=data_dir))
+        if await played_before(nats_url, user, password, credentials):
+            print(
+                f"the demo played before in session {DEMO_SESSION}: continue it with "
+                f"`./tavern chat --session {DEMO_SESSION}`; Ctrl-C stops everything.",
+                flush=True,
+            )
+            return
         result = await play(
             nats_url,
             user=user,
             password=password,
-            credentials=Credentials.of(TavernSettings(data_dir=data_dir)),
+            credentials=credentials,
+            session_id=DEMO_SESSION,
         )
     except (TimeoutError, OSError) as exc:
         print(f"demo: stopped early ({type(exc).__name__}: {exc})", flush=True)

@@ -1,7 +1,9 @@
 """Which servers a CLI command talks to, and short-lived connections to them.
 
 Order: command-line option, then `TAVERN_NATS_URL` / `TAVERN_DATABASE_URL`, then the
-`run/servers.json` of a `tavern up` running on the data dir, then the defaults.
+`run/servers.json` of a `tavern up` running on the data dir. There is no default server: with
+none of these a command says that nothing is running and how to point it at a server (a NATS
+that happens to listen on the default port may be someone else's).
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ class Endpoints:
     nats_user: str = ""
     nats_password: str = field(default="", repr=False)
     """The login `tavern up` generated (the operator's), when its NATS is the one in use."""
+    data_dir: str = ""
+
+    def nothing_running(self, what: str = "NATS") -> ConfigurationError:
+        option = "--nats-url (or TAVERN_NATS_URL)"
+        if what != "NATS":
+            option = "--database-url (or TAVERN_DATABASE_URL)"
+        return ConfigurationError(
+            f"nothing is running on {self.data_dir or 'this data dir'}: start it with "
+            f"`./tavern up` (TAVERN_DATA_DIR picks the data dir), or point at a {what} "
+            f"server with {option}"
+        )
 
     @property
     def nats_servers(self) -> list[str]:
@@ -55,18 +68,11 @@ def resolve(
     elif running:
         source = f"`tavern up` (pid {running.pid}) on {layout.root}"
     else:
-        source = "defaults (no `tavern up` running on this data dir)"
-    defaults = TavernSettings.model_fields
+        source = f"nothing (no `tavern up` running on {layout.root})"
     user, password = "", ""
     if running is not None and nats_found == running.nats_url:
         user, password = _operator_login(layout)
-    return Endpoints(
-        nats_found or str(defaults["nats_url"].default),
-        db_found or str(defaults["database_url"].default),
-        source,
-        user,
-        password,
-    )
+    return Endpoints(nats_found or "", db_found or "", source, user, password, str(layout.root))
 
 
 def _operator_login(layout: Layout) -> tuple[str, str]:
@@ -85,6 +91,8 @@ async def _quiet(_: Exception) -> None:
 async def nats_connection(endpoints: Endpoints) -> AsyncIterator[Client]:
     """One connection attempt, no reconnects: a CLI command should fail fast and say why.
     Everything published on it carries the CLI's principal (`tavern_cli.identity`)."""
+    if not endpoints.nats_servers:
+        raise endpoints.nothing_running()
     settings = TavernSettings()
     if settings.nats_user:
         credentials = login_options(

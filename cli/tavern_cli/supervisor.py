@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from tavern_cli.catalog import ServiceEntry
+from tavern_cli.rundir import pid_alive
 
 FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 30.0
@@ -39,21 +42,107 @@ def prefix(name: str, colour: str, width: int, tty: bool) -> str:
 
 @dataclass
 class Printer:
-    """Writes prefixed lines for services and for `tavern up` itself."""
+    """Writes prefixed lines for services and for `tavern up` itself.
+
+    When the reader goes away (`tavern up | tee log` and Ctrl-C kills `tee` first), output is
+    dropped from then on: a failed write never stops `tavern up` from stopping everything."""
 
     out: TextIO = field(default_factory=lambda: sys.stdout)
     width: int = 12
+    closed: bool = False
 
     @property
     def tty(self) -> bool:
-        return self.out.isatty()
+        return not self.closed and self.out.isatty()
 
     def line(self, name: str, colour: str, text: str) -> None:
-        self.out.write(prefix(name, colour, self.width, self.tty) + text + "\n")
-        self.out.flush()
+        if self.closed:
+            return
+        try:
+            self.out.write(prefix(name, colour, self.width, self.tty) + text + "\n")
+            self.out.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self.closed = True
+            silence_broken_output(self.out)
 
     def say(self, text: str) -> None:
         self.line("tavern", "1", text)
+
+
+def silence_broken_output(out: TextIO) -> None:
+    """Point the file descriptor of a reader-less pipe (and stderr, when it is the same pipe)
+    at /dev/null, so later prints and the interpreter's final flush do not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = out.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        same = [fd]
+        with contextlib.suppress(OSError):
+            if os.path.sameopenfile(fd, 2):
+                same.append(2)
+        for target in same:
+            os.dup2(devnull, target)
+        os.close(devnull)
+
+
+# --- the services of a `tavern up` that died without stopping them (kill -9) --------------------
+
+
+def pid_file(run_dir: Path, name: str) -> Path:
+    return run_dir / f"{name}.service.json"
+
+
+def record_child(run_dir: Path, name: str, pid: int) -> None:
+    pid_file(run_dir, name).write_text(json.dumps({"pid": pid, "service": name}))
+
+
+def forget_child(run_dir: Path, name: str, pid: int) -> None:
+    path = pid_file(run_dir, name)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink()
+
+
+def orphans(run_dir: Path, entries: Sequence[ServiceEntry]) -> dict[str, int]:
+    """name -> pid of each service process a previous `tavern up` on this data dir left
+    running: its pid file names a live process whose command line is that service's."""
+    found: dict[str, int] = {}
+    for entry in entries:
+        try:
+            pid = int(json.loads(pid_file(run_dir, entry.name).read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid_alive(pid) and _runs(pid, entry):
+            found[entry.name] = pid
+    return found
+
+
+def _runs(pid: int, entry: ServiceEntry) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return entry.package.encode() in argv
+
+
+def stop_orphans(
+    run_dir: Path, entries: Sequence[ServiceEntry], grace_s: float, say: Callable[[str], None]
+) -> list[int]:
+    """SIGTERM each orphaned service's process group, SIGKILL what is left after `grace_s`."""
+    found = orphans(run_dir, entries)
+    for name, pid in found.items():
+        say(f"stopping {name} (pid {pid}), left running by a `tavern up` that died")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(pid_alive(pid) for pid in found.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in found.values():
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+    for name, pid in found.items():
+        forget_child(run_dir, name, pid)
+    return list(found.values())
 
 
 @dataclass
@@ -74,12 +163,15 @@ class Supervisor:
         printer: Printer,
         grace_s: float,
         own_env: Mapping[str, Mapping[str, str]] | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.children = [Child(e) for e in entries]
         self.env = dict(env)
         self.own_env = {name: dict(values) for name, values in (own_env or {}).items()}
         """Per service: what only that process gets (its own credentials), over `env`."""
         self.printer = printer
+        self.run_dir = run_dir
+        """Where each child's pid is noted while it runs (a later `tavern up` stops orphans)."""
         self.grace_s = grace_s
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -149,11 +241,16 @@ class Supervisor:
             limit=LINE_LIMIT,
         )
         child.process, child.started_at = process, time.monotonic()
+        if self.run_dir is not None:
+            record_child(self.run_dir, child.entry.name, process.pid)
         if self.stopping.is_set():  # stop() began while this one was being spawned
             self._signal(child, signal.SIGTERM)
         assert process.stdout is not None
         await self._pump(child, process.stdout)
-        return await process.wait()
+        code = await process.wait()
+        if self.run_dir is not None:
+            forget_child(self.run_dir, child.entry.name, process.pid)
+        return code
 
     async def _pump(self, child: Child, stream: asyncio.StreamReader) -> None:
         while True:

@@ -22,14 +22,14 @@ from tavern_events.ids import new_id
 from tavern_events.input import MessageInput, MessageInputPayload
 from tavern_events.streams import SESSIONS
 from tavern_events.union import encode
+from tavern_llm.base import ChatRequest, StreamItem
+from tavern_llm.config import OFFLINE_TARGET, TASKS
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.router import ProviderRouter
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_loop.engine import EngineParts, LoopEngine
 from tavern_loop.lease import Lease, Leases
 from tavern_loop.options import LoopOptions
-from tavern_loop.providers.base import ChatRequest, StreamItem
-from tavern_loop.providers.config import OFFLINE_TARGET, TASKS
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.tools.builtin import builtin_tools
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.provision import LEASES, provision

@@ -14,6 +14,7 @@ from rich.console import Console
 from tavern_cli import initialise
 from tavern_cli.commands.replay import add_server_options, endpoints_of
 from tavern_cli.endpoints import nats_connection
+from tavern_cli.failure import fail
 from tavern_cli.rundir import data_dir_from_env
 from tavern_runtime.cards import importer
 from tavern_runtime.cards.cards import ImportedAsset
@@ -32,6 +33,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     initialise.quiet_logging()
     console = Console()
+    if args.file.is_dir():
+        return fail(
+            "card",
+            f"{args.file} is a folder; `tavern card import` takes one file "
+            "(`tavern st import FOLDER` imports a SillyTavern data folder)",
+        )
     try:
         assets = importer.read_assets(args.file, args.kind)
         if args.check:
@@ -40,11 +47,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             return 0
         found = asyncio.run(_publish(args))
     except FileNotFoundError:
-        console.print(f"[red]tavern card: no such file {args.file}[/red]")
-        return 1
+        return fail("card", f"no such file {args.file}")
     except TavernError as exc:
-        console.print(f"[red]tavern card: {args.file.name} refused: {exc.message}[/red]")
-        return 1
+        return fail("card", f"{args.file.name} refused: {exc.message}")
     for published in found:
         verb = "already imported" if published.duplicate else "imported"
         console.print(

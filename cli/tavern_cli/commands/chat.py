@@ -1,4 +1,8 @@
-"""`tavern chat`: a terminal conversation with a session, rendered live from its log."""
+"""`tavern chat`: a terminal conversation with a session, rendered live from its log.
+
+`tavern chat` starts a new session; `tavern chat --session ID` joins one that exists (a typo is
+an error, not an empty chat); `tavern chat --session ID --new` starts one with that id.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +12,27 @@ import sys
 
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_cli.endpoints import nats_connection, resolve
+from tavern_cli.failure import fail
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events.ids import new_id
+from tavern_events.subjects import InvalidIdError
+from tavern_runtime.errors import TavernError
 
 HELP = (
     "commands: /cancel (stop the current turn), /compact, /mode dsh-native|agent-managed, "
     "/swipe, /regenerate (st sessions), /quit"
 )
 SIMPLE = ("/compact", "/swipe", "/regenerate")
+PROMPT = "you> "
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--session", help="session id to join (default: a new session)")
+    parser.add_argument("--session", help="the session to join (default: a new session)")
+    parser.add_argument(
+        "--new",
+        action="store_true",
+        help="start the --session given (it must not exist yet)",
+    )
     parser.add_argument("--nats-url", help="NATS server (default: the running `tavern up`)")
 
 
@@ -28,30 +41,53 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return asyncio.run(_chat(args))
     except KeyboardInterrupt:
         return 130
+    except (TavernError, InvalidIdError) as exc:
+        return fail("chat", getattr(exc, "message", str(exc)))
+
+
+class UnknownSession(TavernError):
+    code = "not_found"
 
 
 async def _chat(args: argparse.Namespace) -> int:
     endpoints = resolve(Layout(data_dir_from_env()), nats_url=args.nats_url)
     session_id = args.session or f"chat-{new_id()[-12:]}"
+    renderer = Renderer(prompt=PROMPT)
     async with nats_connection(endpoints) as nc:
-        chat = Conversation(nc, session_id, Renderer())
+        chat = Conversation(nc, session_id, renderer)
+        if args.session:
+            await _check_exists(chat, new=bool(args.new))
         await chat.open()
         print(f"session {session_id} — {HELP}")
         try:
-            await _repl(chat)
+            await _repl(chat, renderer)
         finally:
             await chat.close()
     return 0
 
 
-async def _repl(chat: Conversation) -> None:
+async def _check_exists(chat: Conversation, *, new: bool) -> None:
+    found = await chat.exists()
+    if new and found:
+        raise UnknownSession(f"session {chat.session_id} already exists; drop --new to join it")
+    if not new and not found:
+        raise UnknownSession(
+            f"no session {chat.session_id} (`tavern sessions` lists them); "
+            f"`tavern chat --session {chat.session_id} --new` starts one with this id"
+        )
+
+
+async def _repl(chat: Conversation, renderer: Renderer) -> None:
     loop = asyncio.get_running_loop()
+    renderer.show_prompt()
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
+        renderer.prompt_answered()
         if not line:
             return
         text = line.strip()
         if not text:
+            renderer.show_prompt()
             continue
         if text == "/quit":
             return
@@ -63,5 +99,7 @@ async def _repl(chat: Conversation) -> None:
             await chat.command("mode", {"context_mode": text.removeprefix("/mode ").strip()})
         elif text.startswith("/"):
             print(HELP)
+            renderer.show_prompt()
         else:
             await chat.send(text)
+        # otherwise the prompt returns when the turn has ended (the renderer shows it)

@@ -35,6 +35,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ensure_key_file(layout.root)  # as `tavern up` does: the CLI signs its requests with it
     endpoints = resolve(layout, args.nats_url, args.database_url)
     try:
+        if not endpoints.nats_url:  # provisioning a server nobody named could be anyone's
+            raise endpoints.nothing_running()
         roles = initialise.RoleSettings().roles() or _embedded_roles(layout, endpoints)
         return asyncio.run(_init(endpoints, bool(args.apply_drift), roles))
     except TavernError as exc:
@@ -67,4 +69,4 @@ async def _init(endpoints: Endpoints, apply_drift: bool, roles: dict[str, str] |
 
 
 def _missing_dsn() -> str:
-    raise TavernError("no database: set TAVERN_DATABASE_URL or pass --database-url")
+    raise TavernError("no database: pass --database-url or set TAVERN_DATABASE_URL")

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from nats.aio.client import Client
 
 from tavern_cli.endpoints import nats_connection, resolve
+from tavern_cli.failure import fail
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events import subjects
 from tavern_events.replies import timeout_headers
@@ -105,11 +106,32 @@ def _recall(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.op == "import":
+        problem = unreadable(Path(args.file))
+        if problem:
+            return fail("ledger", f"cannot import {args.file}: {problem}")
     try:
         return asyncio.run(_run(args))
     except ConfigurationError as exc:
-        print(exc.message, file=sys.stderr)
+        fail("ledger", exc.message)
         return 2
+
+
+def unreadable(path: Path) -> str | None:
+    """Why `path` cannot be an export to import (None: it can), checked before connecting."""
+    if not path.exists():
+        return "no such file"
+    if not path.is_file():
+        return "not a file"
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for _ in handle:
+                pass
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text (byte {exc.start}); a ledger export is JSON lines"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -152,7 +174,12 @@ async def perform(client: LedgerClient, args: argparse.Namespace, out: TextIO) -
         if args.op == "export":
             await export(client, args, out)
         elif args.op == "import":
-            _print(out, await import_file(client, Path(args.file)))
+            found = await import_file(client, Path(args.file))
+            _print(out, found)
+            if found["errors"]:
+                rejected = len(found["errors"])
+                print(f"tavern ledger: {rejected} line(s) rejected (see errors)", file=sys.stderr)
+                return 1
         else:
             op, body = request_of(args)
             _print(out, await client.call(op, **body))

@@ -16,8 +16,8 @@ from tavern_cli.commands.replay import (
     progress_bar,
     projector_settings,
 )
-from tavern_projector import catalog, operations
-from tavern_projector.core import options_of
+from tavern_cli.failure import fail
+from tavern_projector.operator import catalog, operations, options_of
 from tavern_runtime.errors import TavernError
 
 
@@ -33,8 +33,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         return asyncio.run(_repair(args))
     except TavernError as exc:
-        Console(stderr=True).print(f"[red]tavern repair: {exc.message}[/red]")
-        return 1
+        return fail("repair", exc.message)
 
 
 async def _repair(args: argparse.Namespace) -> int:

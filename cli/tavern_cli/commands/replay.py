@@ -32,10 +32,9 @@ from rich.text import Text
 
 from tavern_cli import initialise
 from tavern_cli.endpoints import Endpoints, nats_connection, resolve
+from tavern_cli.failure import fail
 from tavern_cli.rundir import Layout, data_dir_from_env
-from tavern_projector import catalog, operations
-from tavern_projector.config import ProjectorSettings
-from tavern_projector.core import options_of
+from tavern_projector.operator import ProjectorSettings, catalog, operations, options_of
 from tavern_runtime import pg
 from tavern_runtime.errors import TavernError
 
@@ -64,8 +63,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         )
         return asyncio.run(_replay(args, chosen))
     except TavernError as exc:
-        Console(stderr=True).print(f"[red]tavern replay: {exc.message}[/red]")
-        return 1
+        return fail("replay", exc.message)
 
 
 async def _replay(args: argparse.Namespace, chosen: operations.ReplayPlan) -> int:
@@ -78,7 +76,16 @@ async def _replay(args: argparse.Namespace, chosen: operations.ReplayPlan) -> in
             if chosen.scoped and projection.by_session
             else None
         )
+        asked = list(chosen.session_ids)
+        if asked and await operations.total(pool, js, projection, chosen, asked) == 0:
+            where = "archive" if chosen.from_archive else "SESSIONS stream"
+            raise TavernError(
+                f"no session {', '.join(chosen.session_ids)} in the {where} "
+                "(`tavern sessions` lists them)"
+            )
         total = await operations.total(pool, js, projection, chosen, sessions or [])
+        if total == 0:
+            console.print(f"nothing to replay: no {chosen.projection} entries yet")
         with progress_bar(console, f"replay {chosen.projection}", total) as advance:
             report = await operations.replay(pool, js, options, chosen, advance, sessions)
     scope = f"{len(report.sessions)} session(s)" if report.sessions else "everything"
@@ -115,7 +122,7 @@ async def connections(
     """A small Postgres pool and (unless not needed and unreachable) JetStream."""
     endpoints = endpoints_of(args)
     if not endpoints.database_url:
-        raise TavernError("no database: set TAVERN_DATABASE_URL or pass --database-url")
+        raise endpoints.nothing_running("Postgres")
     pool = await pg.create_pool(endpoints.database_url, max_size=3)
     try:
         async with _maybe_nats(endpoints, needs_nats) as js:
@@ -156,8 +163,11 @@ def progress_bar(console: Console, label: str, total: int) -> Iterator[Callable[
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
+    if total == 0:  # nothing to count: no bar that reads 0/1
+        yield lambda n: None
+        return
     with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task(label, total=max(total, 1))
+        task = bar.add_task(label, total=total)
 
         def advance(n: int) -> None:
             bar.update(task, advance=n)

@@ -21,8 +21,9 @@ from tavern_cli.commands.replay import (
     progress_bar,
 )
 from tavern_cli.endpoints import nats_connection
+from tavern_cli.failure import fail
 from tavern_events.streams import SESSIONS
-from tavern_projector import restore
+from tavern_projector.operator import restore
 from tavern_runtime.errors import TavernError
 from tavern_runtime.settings import TavernSettings
 
@@ -42,8 +43,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         return asyncio.run(_restore(args))
     except TavernError as exc:
-        Console(stderr=True).print(f"[red]tavern restore: {exc.message}[/red]")
-        return 1
+        return fail("restore", exc.message)
 
 
 async def _restore(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_cli.endpoints import nats_connection, resolve
+from tavern_cli.failure import fail
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
@@ -70,22 +71,16 @@ def report(
     describe: Any,
 ) -> int:
     """Send one command, wait for its turn to end, print what happened (1 if refused)."""
-    console = Console(stderr=True)
     try:
         validate_id(session_id, what="session id")
         ended = asyncio.run(command_turn(args, session_id, name, command_args))
     except (TavernError, InvalidIdError) as exc:
-        console.print(f"[red]tavern: {getattr(exc, 'message', str(exc))}[/red]")
-        return 1
+        return fail("", getattr(exc, "message", str(exc)))
     except TimeoutError:
-        console.print(
-            f"[red]tavern: no loop answered within {args.wait:.0f}s; is it running?[/red]"
-        )
-        return 1
+        return fail("", f"no loop answered within {args.wait:.0f}s; is it running?")
     payload = ended.payload
     if payload.outcome != "completed":
-        console.print(f"[red]refused: {payload.reason}[/red]")
-        return 1
+        return fail("", f"refused: {payload.reason}")
     Console().print(f"{describe(ended)}: {payload.reason}")
     return 0
 

@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from tavern_cli import identity, initialise
 from tavern_cli.commands.replay import add_server_options, connections
-from tavern_projector import queries
+from tavern_cli.failure import fail
+from tavern_projector.operator import queries
 from tavern_runtime.errors import TavernError
 
 
@@ -27,8 +28,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         rows = asyncio.run(_rows(args))
     except TavernError as exc:
-        Console(stderr=True).print(f"[red]tavern sessions: {exc.message}[/red]")
-        return 1
+        return fail("sessions", exc.message)
     Console().print(render(rows, datetime.now(UTC)))
     return 0
 
@@ -43,8 +43,9 @@ async def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]], now: datetime) -> Table:
+    widest = max((len(row["session_id"]) for row in rows), default=7)
     table = Table(
-        "session",
+        Column("session", no_wrap=True, min_width=widest),  # an id is never cut
         "binding",
         "character",
         "turns",

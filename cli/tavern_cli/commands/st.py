@@ -29,8 +29,7 @@ from tavern_cli.commands.replay import (
 from tavern_cli.endpoints import nats_connection
 from tavern_cli.rundir import data_dir_from_env
 from tavern_cli.stimport import Importer, Item, Report, discover, line_count
-from tavern_projector import export
-from tavern_projector.export import Exported
+from tavern_projector.operator import Exported, export
 from tavern_runtime.chatimport import ChatTarget
 from tavern_runtime.errors import TavernError
 

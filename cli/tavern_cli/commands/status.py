@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -29,6 +30,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     layout = Layout(data_dir_from_env())
     endpoints = resolve(layout, args.nats_url, args.database_url)
+    if not endpoints.nats_url and not endpoints.database_url:
+        print(f"tavern status: {endpoints.nothing_running().message}", file=sys.stderr)
+        return 1
     report = asyncio.run(gather(layout, endpoints))
     console = Console()
     console.print(f"[dim]servers from {endpoints.source}[/dim]")

@@ -31,7 +31,7 @@ from tavern_cli.rundir import (
     remove_servers,
     write_servers,
 )
-from tavern_cli.supervisor import Printer, Supervisor
+from tavern_cli.supervisor import Printer, Supervisor, silence_broken_output, stop_orphans
 from tavern_runtime import pg
 from tavern_runtime.auth import ensure_key_file
 from tavern_runtime.credentials import Credentials, load_or_create, private_dir
@@ -92,6 +92,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if not TavernSettings().auth_key.get_secret_value():
         ensure_key_file(layout.root)  # the services and the CLI sign and check with it
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    grace_s = TavernSettings().shutdown_grace_s + STOP_MARGIN_S
+    stop_orphans(layout.run, catalog.SERVICES, grace_s, printer.say)  # before their servers
     servers = EmbeddedServers(layout)
     try:
         return asyncio.run(_session(layout, servers, servers.start(printer), args, printer))
@@ -214,6 +216,7 @@ async def _session(
         out,
         grace_s,
         own_env=embedded.service_envs(servers),
+        run_dir=layout.run,
     )
     stopper.on_repeat = supervisor.kill_all
     supervisor.start()
@@ -242,13 +245,14 @@ class Stopper:
             loop.add_signal_handler(signum, self._received, signum)
 
     def _received(self, signum: int) -> None:
+        """Act first, then say so: the saying may fail (a reader gone) and must not matter."""
         name = signal.Signals(signum).name
         if self.event.is_set():
-            self.out.say(f"{name} again: killing services")
             self.on_repeat()
+            self.out.say(f"{name} again: killing services")
             return
-        self.out.say(f"{name}: stopping (repeat to kill the services at once)")
         self.event.set()
+        self.out.say(f"{name}: stopping (repeat to kill the services at once)")
 
 
 async def _prepare(
@@ -329,4 +333,13 @@ def _demo(
     if DEMO is None:
         out.say("the demo conversation arrives with the loop service (--no-demo hides this note)")
         return []
-    return [asyncio.create_task(DEMO(system))]
+    return [asyncio.create_task(_quiet_if_unread(DEMO(system), out))]
+
+
+async def _quiet_if_unread(demo_run: Coroutine[Any, Any, None], out: Printer) -> None:
+    """The demo prints to stdout; a reader gone (a pipe closed by Ctrl-C) ends it quietly."""
+    try:
+        await demo_run
+    except (BrokenPipeError, ValueError):
+        out.closed = True
+        silence_broken_output(sys.stdout)

@@ -1,4 +1,5 @@
-"""A small in-process metrics registry rendered as Prometheus text (no client library).
+"""A small in-process metrics registry, exposed in the Prometheus text format by
+`prometheus_client` (a custom collector reads the registry at scrape time).
 
 Handlers are counted and timed by a broker middleware; consumer lag is read from JetStream
 (`consumer_info`) when `/metrics` is scraped.
@@ -9,12 +10,15 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from faststream import BaseMiddleware
 from faststream.exceptions import HandlerException
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 QUANTILES = (0.5, 0.9, 0.99)
 WINDOW = 1024  # latency quantiles are over the last WINDOW observations of a handler
@@ -64,44 +68,46 @@ class Metrics:
         self.latency[handler].observe(seconds)
 
     def render(self, lags: Sequence[ConsumerLag] = ()) -> str:
-        """The Prometheus text exposition format (version 0.0.4)."""
-        lines = [*self._process_lines(), *self._handler_lines(), *_lag_lines(self.service, lags)]
-        return "\n".join(lines) + "\n"
-
-    def _process_lines(self) -> list[str]:
-        base = {"service": self.service}
-        return [
-            "# HELP tavern_start_time_seconds Unix time the process started.",
-            "# TYPE tavern_start_time_seconds gauge",
-            _sample("tavern_start_time_seconds", base, self.started),
-        ]
-
-    def _handler_lines(self) -> list[str]:
-        lines = [
-            "# HELP tavern_messages_handled_total Messages handled, by handler and outcome.",
-            "# TYPE tavern_messages_handled_total counter",
-        ]
-        for (handler, outcome), count in sorted(self.handled.items()):
-            labels = {"service": self.service, "handler": handler, "outcome": outcome}
-            lines.append(_sample("tavern_messages_handled_total", labels, count))
-        lines += [
-            "# HELP tavern_handler_seconds Handler latency in seconds.",
-            "# TYPE tavern_handler_seconds summary",
-        ]
-        for handler, summary in sorted(self.latency.items()):
-            lines += _summary_lines(self.service, handler, summary)
-        return lines
+        """The Prometheus text exposition format (version 0.0.4), by `prometheus_client`."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Snapshot(self, lags))
+        return generate_latest(registry).decode()
 
 
-def _summary_lines(service: str, handler: str, summary: Summary) -> list[str]:
-    labels = {"service": service, "handler": handler}
-    lines = [
-        _sample("tavern_handler_seconds", {**labels, "quantile": str(q)}, summary.quantile(q))
-        for q in QUANTILES
-    ]
-    lines.append(_sample("tavern_handler_seconds_sum", labels, summary.total))
-    lines.append(_sample("tavern_handler_seconds_count", labels, summary.count))
-    return lines
+class _Snapshot(Collector):
+    """The registry's state at scrape time, as metric families."""
+
+    def __init__(self, metrics: Metrics, lags: Sequence[ConsumerLag]) -> None:
+        self.metrics, self.lags = metrics, lags
+
+    def collect(self) -> Iterator[Metric]:
+        service = self.metrics.service
+        start = GaugeMetricFamily(
+            "tavern_start_time_seconds", "Unix time the process started.", labels=["service"]
+        )
+        start.add_metric([service], self.metrics.started)
+        yield start
+        handled = CounterMetricFamily(
+            "tavern_messages_handled",
+            "Messages handled, by handler and outcome.",
+            labels=["service", "handler", "outcome"],
+        )
+        for (handler, outcome), count in sorted(self.metrics.handled.items()):
+            handled.add_metric([service, handler, outcome], count)
+        yield handled
+        latency = Metric("tavern_handler_seconds", "Handler latency in seconds.", "summary")
+        for handler, summary in sorted(self.metrics.latency.items()):
+            _add_summary(latency, {"service": service, "handler": handler}, summary)
+        yield latency
+        yield from _lag_families(service, self.lags)
+
+
+def _add_summary(family: Metric, labels: dict[str, str], summary: Summary) -> None:
+    """Quantiles over the recent window (which `prometheus_client.Summary` does not keep)."""
+    for q in QUANTILES:
+        family.add_sample(family.name, {**labels, "quantile": str(q)}, summary.quantile(q))
+    family.add_sample(f"{family.name}_sum", labels, summary.total)
+    family.add_sample(f"{family.name}_count", labels, summary.count)
 
 
 _LAG_FIELDS = (
@@ -112,30 +118,14 @@ _LAG_FIELDS = (
 )
 
 
-def _lag_lines(service: str, lags: Sequence[ConsumerLag]) -> list[str]:
-    lines: list[str] = []
+def _lag_families(service: str, lags: Sequence[ConsumerLag]) -> Iterator[Metric]:
     for field, help_text in _LAG_FIELDS:
-        name = f"tavern_consumer_{field}"
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        family = GaugeMetricFamily(
+            f"tavern_consumer_{field}", help_text, labels=["service", "stream", "consumer"]
+        )
         for lag in lags:
-            labels = {"service": service, "stream": lag.stream, "consumer": lag.consumer}
-            lines.append(_sample(name, labels, getattr(lag, field)))
-    return lines
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
-
-def _sample(name: str, labels: dict[str, str], value: float) -> str:
-    body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-    return f"{name}{{{body}}} {_number(value)}"
+            family.add_metric([service, lag.stream, lag.consumer], getattr(lag, field))
+        yield family
 
 
 # --- adapters: FastStream middleware and JetStream lag --------------------------------------------

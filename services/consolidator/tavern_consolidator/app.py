@@ -14,7 +14,7 @@ from faststream.specification import AsyncAPI
 from tavern_consolidator import consolidator, handlers
 from tavern_consolidator.config import ConsolidatorSettings
 from tavern_events import streams
-from tavern_loop.providers import LLMConfig
+from tavern_llm import LLMConfig
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations

@@ -27,7 +27,7 @@ from tavern_consolidator.profiles import Profiles
 from tavern_consolidator.scheduler import Scheduler
 from tavern_consolidator.store import batches, connection
 from tavern_events.streams import LEDGER, SESSIONS
-from tavern_loop.providers import LLMConfig, build_router
+from tavern_llm import LLMConfig, build_router
 from tavern_runtime import dlq, principals
 from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from contextlib import aclosing
 
 from tavern_consolidator.domain.distil import Attempt, Rejected, parse
-from tavern_loop.providers import ChatRequest, FinalMessage, ProviderError, ProviderRouter
+from tavern_llm import ChatRequest, FinalMessage, ProviderError, ProviderRouter
 from tavern_runtime.logs import get_logger
 from tavern_runtime.secretscan import redact_secrets
 

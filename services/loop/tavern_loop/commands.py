@@ -9,10 +9,11 @@ its turn `rejected` with the reason (nothing else changes); an accepted one reco
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from tavern_events.envelope import SessionEvent
 from tavern_events.input import CommandInput
 from tavern_events.session import (
     SessionBindingChanged,
@@ -22,16 +23,47 @@ from tavern_events.session import (
 )
 from tavern_events.turn import TurnEnded
 from tavern_loop.domain.binding import Fork, Refusal, fork_binding, mode_change
+from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.stchat import REGENERATE, SWIPE, reply_target, st_chat
+from tavern_loop.options import LoopOptions
+from tavern_loop.profiles import Profile
+from tavern_loop.sessionlog import HeldLog
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
 
-if TYPE_CHECKING:
-    from tavern_loop.turn import TurnRunner
-
 log = get_logger(__name__)
 
-Handler = Callable[["TurnRunner", CommandInput], Awaitable[TurnEnded]]
+
+class CommandDeps(Protocol):
+    @property
+    def new_id(self) -> Callable[[], str]: ...
+
+    @property
+    def options(self) -> LoopOptions: ...
+
+
+class TurnRunner(Protocol):
+    """What a command needs of the turn that runs it (`tavern_loop.turn.TurnRunner` is one).
+    Declared here, so the commands do not import the turn that imports them."""
+
+    held: HeldLog
+    creation: Creation | None
+    draft: Drafter
+    profile: Profile
+
+    @property
+    def deps(self) -> CommandDeps: ...
+
+    def stage(self, *events: SessionEvent) -> Sequence[SessionEvent]: ...
+
+    async def end(self, outcome: str, reason: str | None = None) -> TurnEnded: ...
+
+    async def compact(self, trigger: str, retain_tokens: int, limit: int | None = None) -> bool: ...
+
+    async def reply_turn(self, form: str) -> TurnEnded: ...
+
+
+Handler = Callable[[TurnRunner, CommandInput], Awaitable[TurnEnded]]
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from typing import Any
 from tavern_events.context import ContextCompacted, ContextCompactedPayload, PruningRule
 from tavern_events.envelope import SessionEvent
 from tavern_events.tool import ToolResult
+from tavern_llm.base import ChatRequest, FinalMessage
+from tavern_llm.router import ProviderRouter
+from tavern_llm.tokens import message_tokens, messages_tokens, system_tokens, tools_tokens
 from tavern_loop.domain.history import Node, derive_messages, history_cut_points, surface_of
 from tavern_loop.domain.pruner import PrunerConfig, prune_text
-from tavern_loop.domain.tokens import message_tokens, messages_tokens, system_tokens, tools_tokens
 from tavern_loop.options import CompactionOptions
-from tavern_loop.providers.base import ChatRequest, FinalMessage
-from tavern_loop.providers.router import ProviderRouter
 
 INSTRUCTION = (
     "You are the compaction engine of this conversation. Condense everything above into exactly "

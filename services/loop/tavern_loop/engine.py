@@ -23,14 +23,14 @@ from nats.js.kv import KeyValue
 
 from tavern_events.ids import new_id
 from tavern_events.replies import error_reply, timeout_headers
+from tavern_llm.config import LLMConfig
+from tavern_llm.router import ProviderRouter, build_router
 from tavern_loop.config import LoopSettings, loop_options
 from tavern_loop.dispatch import DURABLE, Dispatcher
 from tavern_loop.domain.guard import RepeatGuard
 from tavern_loop.lease import Leases
 from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
-from tavern_loop.providers.config import LLMConfig
-from tavern_loop.providers.router import ProviderRouter, build_router
 from tavern_loop.recall import RecallClient
 from tavern_loop.runner import SessionRunner
 from tavern_loop.tools.base import Tool, ToolRegistry

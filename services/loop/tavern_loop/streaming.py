@@ -15,8 +15,8 @@ from typing import Any
 
 from tavern_events.message import AssistantChunk, AssistantChunkPayload
 from tavern_events.parts import ToolCallDelta as DeltaPart
+from tavern_llm.base import FinalMessage, StreamDelta, StreamItem
 from tavern_loop.domain.drafts import Drafter
-from tavern_loop.providers.base import FinalMessage, StreamDelta, StreamItem
 
 Append = Callable[[AssistantChunk], Awaitable[object]]
 Stage = Callable[[AssistantChunk], object]

@@ -42,6 +42,8 @@ from tavern_events.turn import (
     TurnStopping,
     TurnStoppingPayload,
 )
+from tavern_llm.base import ChatRequest, FinalMessage, ProviderError
+from tavern_llm.router import ProviderRouter
 from tavern_loop import compaction
 from tavern_loop.commands import Creation, run_command
 from tavern_loop.domain.access import input_refusal
@@ -55,8 +57,6 @@ from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.profiles.assets import Assets
-from tavern_loop.providers.base import ChatRequest, FinalMessage, ProviderError
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.recall import RecallClient
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.streaming import chunk_writer, stream_reply
@@ -70,6 +70,7 @@ from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
 from tavern_runtime.secretscan import redact_secrets
+from tavern_runtime.tokens import Calibration
 
 log = get_logger(__name__)
 
@@ -116,6 +117,8 @@ class LoopDeps:
     """Set when the replica shuts down: runners finish their turn and take no new one."""
     logs: LogCache = field(default_factory=LogCache)
     """Session logs runners let go, shared by the replica's runners."""
+    calibration: Calibration = field(default_factory=Calibration)
+    """Per model, how the token estimate compares with the prompt tokens providers report."""
     credentials: Credentials | None = None
     """Checks the principal of each input and signs the RPCs made for the session's owner;
     without it every input is refused as unauthenticated."""
@@ -538,6 +541,10 @@ class TurnRunner:
             await self._partial(outcome.text, outcome.reasoning)
             raise TurnCancelled
         await self._assistant(outcome.final)
+        if outcome.final.usage is not None:
+            self.deps.calibration.observe(
+                target.model, payload.token_estimate, outcome.final.usage.prompt_tokens
+            )
         return outcome.final
 
     async def _partial(self, text: str, reasoning: str) -> None:

@@ -13,10 +13,10 @@ import os
 import signal
 from typing import Any
 
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.router import ProviderRouter
 from tavern_loop.engine import EngineParts, LoopEngine
 from tavern_loop.options import LoopOptions
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolSpec
 from tavern_loop.tools.builtin import builtin_tools
 from tavern_runtime.logs import configure_logging

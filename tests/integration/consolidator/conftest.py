@@ -28,7 +28,7 @@ from tavern_events.ids import new_id
 from tavern_events.turn import TurnEnded, TurnEndedPayload
 from tavern_events.union import encode, subject_for
 from tavern_ledger import app as ledger_app
-from tavern_loop.providers import LLMConfig
+from tavern_llm import LLMConfig
 from tavern_runtime.health import health_file
 from tavern_runtime.provision import provision
 from tavern_runtime.service import serve

@@ -84,3 +84,15 @@ def test_import_chunks_stay_under_the_limit() -> None:
     assert sum(len(g) for g in groups) == 100
     assert all(sum(len(x) + 8 for x in g) <= 1000 for g in groups)
     assert list(chunks(iter(["y" * 5000]), limit=1000)) == [["y" * 5000]]
+
+
+async def test_import_of_a_garbage_text_file_reports_the_lines_and_exits_non_zero(
+    ledger: LedgerBus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    garbage = tmp_path / "notes.txt"
+    garbage.write_text("these are my notes\nnot an export at all\n", encoding="utf-8")
+    code, out = await tavern_ledger(ledger, "import", str(garbage))
+    report = parsed(out)
+    assert code == 1
+    assert [e["line"] for e in report["errors"]] == [1, 2]
+    assert "2 line(s) rejected" in capsys.readouterr().err

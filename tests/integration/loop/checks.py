@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tavern_events.envelope import SessionEvent
+from tavern_llm.base import ChatRequest, Provider, StreamItem
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.router import ProviderRouter
 from tavern_loop.domain.history import derive_messages
-from tavern_loop.providers.base import ChatRequest, Provider, StreamItem
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.router import ProviderRouter
 
 TURN_LEVEL = {"turn/start", "turn/stopping", "turn/end"}
 

@@ -24,12 +24,12 @@ from tavern_events.input import (
     MessageInputPayload,
 )
 from tavern_events.union import encode
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.openai import OpenAIProvider
+from tavern_llm.router import ProviderRouter
 from tavern_loop.dispatch import DURABLE, dispatch_consumer
 from tavern_loop.engine import EngineParts, LoopEngine
 from tavern_loop.options import LoopOptions
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.openai import OpenAIProvider
-from tavern_loop.providers.router import ProviderRouter
 from tavern_loop.tools.base import Tool
 from tavern_loop.tools.builtin import builtin_tools
 from tavern_runtime.provision import LEASES, BucketSpec, provision

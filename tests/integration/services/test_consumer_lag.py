@@ -16,7 +16,7 @@ from tavern_runtime.bus import build_broker
 from tavern_runtime.provision import ConsumerSpec, durables_of, provision
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources, serve
 from tavern_runtime.settings import TavernSettings
-from tests.support import eventually
+from tests.support import eventually, has_samples
 
 pytestmark = pytest.mark.integration
 
@@ -93,8 +93,8 @@ def _health_url(data_dir: Path, name: str = "probe") -> str | None:
 
 async def _metrics_have(url: str, lines: list[str]) -> bool:
     async with httpx.AsyncClient(timeout=5) as client:
-        text = (await client.get(f"{url}/metrics")).text.splitlines()
-    return all(line in text for line in lines)
+        text = (await client.get(f"{url}/metrics")).text
+    return has_samples(text, lines)
 
 
 async def test_stop_lets_an_in_flight_handler_finish_and_ack(tmp_path: Path, nats_url: str) -> None:

@@ -71,8 +71,10 @@ def test_command_line_beats_everything(tmp_path: Path, clean_env: pytest.MonkeyP
     assert found.source == "command line"
 
 
-def test_defaults_without_anything(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+def test_no_default_server_without_anything(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    """Nothing named and no `tavern up`: no server at all (the default port may be anyone's)."""
     found = resolve(Layout(tmp_path))
-    assert found.nats_url == "nats://127.0.0.1:4222"
+    assert found.nats_url == ""
     assert found.database_url == ""
-    assert found.nats_servers == ["nats://127.0.0.1:4222"]
+    assert found.nats_servers == []
+    assert "nothing is running on" in found.nothing_running().message

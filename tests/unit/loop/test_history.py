@@ -18,6 +18,7 @@ from tavern_events.parts import ClaimedInput, ToolCallPart
 from tavern_events.step import StepStarted, StepStartedPayload
 from tavern_events.tool import ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
 from tavern_events.turn import TurnStarted, TurnStartedPayload
+from tavern_llm.tokens import messages_tokens
 from tavern_loop.compaction import summary_cut, summary_cut_points
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.history import (
@@ -30,7 +31,6 @@ from tavern_loop.domain.history import (
 from tavern_loop.domain.pruner import PrunerConfig, prune_text
 from tavern_loop.domain.repair import repair_events
 from tavern_loop.domain.state import fold
-from tavern_loop.domain.tokens import messages_tokens
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from tavern_llm.tokens import message_tokens, text_tokens
 from tavern_loop.domain.pruner import MARKER, PrunerConfig, prune_text
 from tavern_loop.domain.spill import needs_spill, spill_preview
-from tavern_loop.domain.tokens import message_tokens, text_tokens
 
 
 def test_pruner_leaves_short_text_alone() -> None:

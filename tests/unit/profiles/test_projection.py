@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tavern_llm.tokens import messages_tokens
 from tavern_loop.domain.history import surface_of
 from tavern_loop.domain.projection import Budget, project, query_of, revision, select, units
-from tavern_loop.domain.tokens import messages_tokens
 from tavern_loop.options import ProjectionOptions
 from tests.unit.profiles.builders import Log
 

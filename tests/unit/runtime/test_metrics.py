@@ -1,9 +1,12 @@
-"""The in-process metrics registry and its Prometheus text."""
+"""The in-process metrics registry and its Prometheus text (read back with the library's
+parser: sample values and label order are the library's to format)."""
 
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tavern_runtime.metrics import ConsumerLag, Metrics, Summary, jetstream_durables
 
@@ -22,23 +25,32 @@ def test_empty_summary_has_nan_quantiles() -> None:
     assert math.isnan(Summary().quantile(0.5))
 
 
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """(name, labels) -> value, read back with `prometheus_client`'s own parser."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
 def test_render_counts_outcomes_per_handler_and_exports_lag() -> None:
     metrics = Metrics("ledger")
     metrics.observe("Ping", 0.002, "ok")
     metrics.observe("Ping", 0.004, "ok")
     metrics.observe("Ping", 0.010, "error")
     text = metrics.render([ConsumerLag("SESSIONS", "ledger-ingest", 7, 2, 1, 0)])
-    lines = text.splitlines()
-    assert 'tavern_messages_handled_total{service="ledger",handler="Ping",outcome="ok"} 2' in lines
-    assert (
-        'tavern_messages_handled_total{service="ledger",handler="Ping",outcome="error"} 1' in lines
-    )
-    assert 'tavern_handler_seconds_count{service="ledger",handler="Ping"} 3' in lines
-    assert (
-        'tavern_consumer_pending{service="ledger",stream="SESSIONS",consumer="ledger-ingest"} 7'
-        in lines
-    )
-    assert "# TYPE tavern_handler_seconds summary" in lines
+    samples = _samples(text)
+    ping = {("service", "ledger"), ("handler", "Ping")}
+    handled = "tavern_messages_handled_total"
+    assert samples[(handled, frozenset({*ping, ("outcome", "ok")}))] == 2
+    assert samples[(handled, frozenset({*ping, ("outcome", "error")}))] == 1
+    assert samples[("tavern_handler_seconds_count", frozenset(ping))] == 3
+    assert math.isclose(samples[("tavern_handler_seconds_sum", frozenset(ping))], 0.016)
+    lag = {("service", "ledger"), ("stream", "SESSIONS"), ("consumer", "ledger-ingest")}
+    assert samples[("tavern_consumer_pending", frozenset(lag))] == 7
+    assert "# TYPE tavern_handler_seconds summary" in text.splitlines()
+    assert "# TYPE tavern_messages_handled_total counter" in text.splitlines()
     assert text.endswith("\n")
 
 

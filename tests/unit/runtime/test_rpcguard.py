@@ -149,7 +149,7 @@ def test_every_error_of_every_service_answers_with_a_code_of_the_model() -> None
     classes = [c for c in _every_subclass(TavernError) if c.__module__.startswith("tavern_")]
     assert len(classes) > 20
     for cls in classes:
-        if cls.__module__ == "tavern_loop.providers.base":
+        if cls.__module__ == "tavern_llm.base":
             continue  # a provider's failure is recorded in turn/end, never an RPC reply
         assert cls.code in ERROR_CODES, cls
         assert cls.reason is None or (cls.reason.isidentifier() and cls.reason.islower()), cls

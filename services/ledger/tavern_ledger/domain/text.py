@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from tavern_runtime import tokens
+
 TERMS_VERSION = 2
 """Bumped whenever `terms` changes: the postings of stored evidence are then rebuilt."""
 
@@ -130,17 +132,21 @@ def lexical_score(query: str, content: str) -> float:
     return sum(1 for t in tokens if t in c) / len(tokens)
 
 
+RECALL_OTHER_RATE = 0.3
+"""acp.md §9.4: recall budgets count 0.3 tokens per non-CJK character."""
+
+
 def estimate_tokens(text: str) -> int:
-    """ceil(1.0 per CJK character + 0.3 per other character) (acp.md §9.4)."""
-    cjk = len(_TOKEN_CJK.findall(text))
-    return math.ceil(cjk + (len(text) - cjk) * 0.3)
+    """ceil(1.0 per CJK character + 0.3 per other character) (acp.md §9.4), by the shared
+    estimator of `tavern_runtime.tokens`."""
+    return tokens.estimate_tokens(text, RECALL_OTHER_RATE)
 
 
 def truncate_to_tokens(text: str, budget: int) -> str:
     """The longest prefix of `text` whose estimate stays within `budget`."""
     spent = 0.0
     for index, char in enumerate(text):
-        spent += 1.0 if _TOKEN_CJK.match(char) else 0.3
+        spent += 1.0 if tokens.is_cjk(char) else RECALL_OTHER_RATE
         if math.ceil(spent) > budget:
             return text[:index]
     return text

@@ -14,8 +14,8 @@ from tavern_events.context import ContextCompacted
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage, UserMessage
 from tavern_events.tool import ToolResult
+from tavern_llm.tokens import message_tokens
 from tavern_loop.domain.pruner import PrunerConfig, prune_text
-from tavern_loop.domain.tokens import message_tokens
 
 CHECKPOINT_PREAMBLE = (
     "This is an automatically generated checkpoint condensing an earlier span of the "

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tavern_llm.tokens import message_tokens
 from tavern_loop.domain.history import Message, Node
-from tavern_loop.domain.tokens import message_tokens
 from tavern_loop.options import ProjectionOptions
 
 ALGORITHM = "p1"

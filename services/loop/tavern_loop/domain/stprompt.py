@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tavern_llm.tokens import message_tokens, text_tokens
 from tavern_loop.domain.macros import MacroEnv, expand
 from tavern_loop.domain.stchat import ChatEntry, history_range
-from tavern_loop.domain.tokens import message_tokens, text_tokens
 from tavern_loop.options import StOptions
 
 Message = dict[str, Any]

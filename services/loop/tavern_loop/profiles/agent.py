@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tavern_llm.tokens import system_tokens, tools_tokens
 from tavern_loop.domain.kernel import (
     KernelFacts,
     Persona,
@@ -18,7 +19,6 @@ from tavern_loop.domain.kernel import (
 )
 from tavern_loop.domain.projection import Budget, project, query_of, select
 from tavern_loop.domain.state import Binding
-from tavern_loop.domain.tokens import system_tokens, tools_tokens
 from tavern_loop.options import ProfileOptions
 from tavern_loop.profiles.assets import IDENTITY_FIELDS, Assets, AssetsUnavailable
 from tavern_loop.profiles.base import RequestPlan

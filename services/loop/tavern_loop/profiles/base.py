@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tavern_llm.tokens import messages_tokens, system_tokens, tools_tokens
 from tavern_loop.domain.history import Message
 from tavern_loop.domain.projection import Projection
-from tavern_loop.domain.tokens import messages_tokens, system_tokens, tools_tokens
 from tavern_loop.sessionlog import HeldLog
 
 

@@ -33,7 +33,7 @@ from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage, UserMessage
 from tavern_events.request import AgentRequest
 from tavern_events.session import SessionBindingChanged
-from tavern_projector.domain import stformat
+from tavern_projector.domain import stformat, swipes
 
 REDACTED = "[redacted]"
 GREETING = "greeting"
@@ -159,15 +159,27 @@ def apply(state: ChatState, event: SessionEvent, tz: tzinfo) -> ChatState:
 
 
 def _reply(state: ChatState, event: AssistantMessage, tz: tzinfo) -> None:
-    from tavern_projector.domain.swipes import apply_reply  # swipes build on this module
-
     if event.payload.imported is not None:
         _append(state, event, imported_line(state, event, event.payload.imported))
     elif event.form == GREETING:
         _append(state, event, greeting_line(state, event, tz))
-    elif not apply_reply(state, event, tz):
+    elif not _swipe(state, event, tz):
         _append(state, event, assistant_line(state, event, tz))
     state.gen_started = None
+
+
+def _swipe(state: ChatState, event: AssistantMessage, tz: tzinfo) -> bool:
+    """Fold a swipe or regeneration into the last reply line; False if it is not one."""
+    if event.form not in swipes.FORMS:
+        return False
+    index = swipes.last_reply(state.messages)
+    line = assistant_line(state, event, tz)
+    if index is None or line is None:
+        return False
+    state.messages[index] = swipes.folded(state.messages[index], line, event.form)
+    state.encoded[index] = stformat.dumps(state.messages[index])
+    state.last_seq = event.seq
+    return True
 
 
 def _imported_header(state: ChatState, event: ChatImported) -> None:
@@ -207,10 +219,10 @@ def greeting_line(state: ChatState, event: AssistantMessage, tz: tzinfo) -> dict
         "extra": {PROVENANCE: mark},
     }
     if payload.swipes:
-        swipes = list(payload.swipes)
-        line |= {"swipe_id": 0, "swipes": swipes, "swipe_info": []}
+        alternates = list(payload.swipes)
+        line |= {"swipe_id": 0, "swipes": alternates, "swipe_info": []}
         if mark.get("redacted"):
-            line["swipes"] = [REDACTED for _ in swipes]
+            line["swipes"] = [REDACTED for _ in alternates]
     return line
 
 

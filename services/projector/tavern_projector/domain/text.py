@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from tavern_runtime import tokens
+
 _RUN = re.compile(r"[^\W_]+")
 _CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
@@ -83,5 +85,5 @@ def excerpt(text: str, tokens: list[str], width: int = 400, lead: int = 80) -> s
 
 
 def rough_tokens(text: str) -> int:
-    """A model-token estimate for budgets: one per four characters, at least one."""
-    return max(1, -(-len(text) // 4))
+    """A model-token estimate for budgets (CJK-aware, `tavern_runtime.tokens`), at least one."""
+    return max(1, tokens.estimate_tokens(text))

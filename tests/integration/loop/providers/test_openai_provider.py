@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from tavern_loop.providers import (
+from tavern_llm import (
     ChatRequest,
     FinalMessage,
     LLMConfig,

@@ -8,7 +8,7 @@ from contextlib import aclosing
 
 import pytest
 
-from tavern_loop.providers import (
+from tavern_llm import (
     ChatRequest,
     FinalMessage,
     LLMConfig,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     ProviderError,
     StreamDelta,
     ToolCall,

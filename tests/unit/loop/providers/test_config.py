@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tavern_loop.providers.config import LLMConfig
+from tavern_llm.config import LLMConfig
 
 
 @pytest.fixture(autouse=True)

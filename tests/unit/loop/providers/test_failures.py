@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tavern_loop.providers.failures import (
+from tavern_llm.failures import (
     backoff_delay,
     error_for_chunk,
     error_for_response,

@@ -5,16 +5,16 @@ from typing import Any
 
 import pytest
 
-from tavern_loop.providers import offline
-from tavern_loop.providers.base import (
+from tavern_llm import offline
+from tavern_llm.base import (
     ChatRequest,
     FinalMessage,
     ProviderError,
     StreamDelta,
     StreamItem,
 )
-from tavern_loop.providers.offline import CONTEXT_WINDOW, OfflineProvider, respond
-from tavern_loop.providers.phrases import tool_requests
+from tavern_llm.offline import CONTEXT_WINDOW, OfflineProvider, respond
+from tavern_llm.phrases import tool_requests
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}

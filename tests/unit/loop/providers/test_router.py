@@ -7,7 +7,7 @@ from contextlib import aclosing
 
 import pytest
 
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     ChatRequest,
     FinalMessage,
     ProviderError,
@@ -15,9 +15,9 @@ from tavern_loop.providers.base import (
     StreamItem,
     assemble,
 )
-from tavern_loop.providers.config import LLMConfig
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.router import ProviderRouter, Target, build_router
+from tavern_llm.config import LLMConfig
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.router import ProviderRouter, Target, build_router
 from tavern_runtime.errors import ConfigurationError
 
 REQUEST = ChatRequest(model="whatever", messages=[{"role": "user", "content": "hi"}])

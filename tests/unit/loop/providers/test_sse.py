@@ -1,23 +1,70 @@
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
-from tavern_loop.providers.base import ProviderError, StreamDelta, ToolCallDelta, Usage
-from tavern_loop.providers.sse import CompletionStream, SseDecoder, parse_chunk
+from tavern_llm.base import ProviderError, StreamDelta, ToolCallDelta, Usage
+from tavern_llm.sse import CompletionStream, event_data, parse_chunk
+
+
+async def events_of(body: bytes, piece: int = 0) -> list[str]:
+    """The event data of an event-stream body, sent whole or `piece` bytes at a time."""
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), piece):
+            yield body[i : i + piece]
+
+    content: bytes | AsyncIterator[bytes] = pieces() if piece else body
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=content)
+    return [data async for data in event_data(response)]
 
 
 def feed_lines(lines: list[str]) -> list[str]:
-    decoder = SseDecoder()
-    events = [e for line in lines if (e := decoder.feed(line)) is not None]
-    tail = decoder.flush()
-    return events + ([tail] if tail is not None else [])
+    return asyncio.run(events_of("".join(f"{line}\n" for line in lines).encode()))
 
 
 def test_sse_decoder_joins_data_lines_and_ignores_comments() -> None:
-    lines = [": keep-alive", "", "data: a", "data: b", "", "event: x", "data:c", "", "data: [DONE]"]
+    lines = [
+        ": keep-alive",
+        "",
+        "data: a",
+        "data: b",
+        "",
+        "event: x",
+        "data:c",
+        "",
+        "data: [DONE]",
+        "",
+    ]
     assert feed_lines(lines) == ["a\nb", "c", "[DONE]"]
+
+
+def test_an_event_the_server_never_ended_is_not_dispatched() -> None:
+    assert feed_lines(["data: a", "", "data: cut"]) == ["a"]
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7])
+def test_events_are_reassembled_byte_exact_from_any_split(piece: int) -> None:
+    """Multi-byte characters and CRLF endings cut across reads come out whole; only CR and LF
+    end a line (not U+2028 or the other characters `str.splitlines` splits at)."""
+    text = "航海者 Ada ⛵ sails\u2028on\x1cweekends"
+    body = f": ping\r\ndata: {text}\r\n\r\ndata: [DONE]\r\n\r\n".encode()
+    assert asyncio.run(events_of(body, piece)) == [text, "[DONE]"]
+
+
+def test_a_response_that_is_not_an_event_stream_is_a_server_error() -> None:
+    response = httpx.Response(200, headers={"content-type": "text/html"}, content=b"<html>")
+
+    async def read() -> list[str]:
+        return [data async for data in event_data(response)]
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(read())
+    assert caught.value.code == "server_error"
 
 
 def test_parse_chunk_reads_text_reasoning_tool_calls_and_finish() -> None:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 
-from tavern_loop.domain.tokens import BLOCK_OVERHEAD, CHARS_PER_TOKEN, tools_tokens
+from tavern_llm.tokens import BLOCK_OVERHEAD, tools_tokens
 from tavern_loop.tools import ToolRegistry
 from tests.unit.loop.tools.recording import echo, tool
 
 
 def _counted(schemas: list[dict[str, object]]) -> int:
-    return math.ceil(len(json.dumps(schemas)) / CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+    return -(-len(json.dumps(schemas)) // 4) + BLOCK_OVERHEAD  # ASCII: four characters a token
 
 
 def test_the_registry_hands_out_one_schema_list_until_a_tool_is_registered() -> None:

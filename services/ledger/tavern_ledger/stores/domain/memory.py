@@ -7,7 +7,6 @@ token budget and the first one that does not fit is cut and marked truncated.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from tavern_ledger.stores.domain.limits import StoreLimits
 from tavern_ledger.stores.errors import Blocked, Invalid, RevisionConflict, TooLarge
+from tavern_runtime.tokens import estimate_tokens
 
 MemoryState = Literal["active", "quarantined", "forgotten"]
 GateAction = Literal["allow", "redact", "quarantine", "block"]
@@ -215,7 +215,7 @@ def score(record: MemoryRecord, words: Sequence[str], now: datetime) -> float:
 
 
 def approximate_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
+    return max(1, estimate_tokens(text))
 
 
 def rank(

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import structlog
 
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     ChatRequest,
     ProviderError,
     StreamDelta,
@@ -24,9 +24,9 @@ from tavern_loop.providers.base import (
     ToolCallDelta,
     assemble,
 )
-from tavern_loop.providers.config import LLMConfig
-from tavern_loop.providers.failures import error_for_response, retry_delay
-from tavern_loop.providers.sse import CompletionStream, SseDecoder, arguments_text, parse_usage
+from tavern_llm.config import LLMConfig
+from tavern_llm.failures import error_for_response, retry_delay
+from tavern_llm.sse import CompletionStream, arguments_text, event_data, parse_usage
 from tavern_runtime.secretscan import redact_secrets
 
 log = structlog.get_logger(__name__)
@@ -189,18 +189,13 @@ class OpenAIProvider:
             for item in _whole_completion(await response.aread(), self.name, model):
                 yield item
             return
-        decoder, completion = SseDecoder(), CompletionStream()
-        async for line in response.aiter_lines():
-            data = decoder.feed(line)
-            delta = completion.feed(data) if data is not None else None
+        completion = CompletionStream()
+        async for data in event_data(response):
+            delta = completion.feed(data)
             if delta is not None:
                 yield delta
             if completion.done:
                 break
-        tail = decoder.flush()
-        last = completion.feed(tail) if tail is not None and not completion.done else None
-        if last is not None:
-            yield last
         if not completion.complete:
             raise ProviderError("stream_cut", "the stream ended before the reply finished")
         final = completion.final(self.name, model)

@@ -1,19 +1,20 @@
-"""A model-free token estimate: about four characters a token plus small per-block overheads."""
+"""The loop's token counts: the shared CJK-aware estimate (`tavern_runtime.tokens`) plus small
+per-block overheads of the chat format."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from typing import Any
 
-CHARS_PER_TOKEN = 4
+from tavern_runtime.tokens import estimate_tokens
+
 BLOCK_OVERHEAD = 4
 ROLE_OVERHEAD = 4
 
 
 def text_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+    return estimate_tokens(text) + BLOCK_OVERHEAD
 
 
 def message_tokens(message: dict[str, Any]) -> int:
@@ -23,11 +24,11 @@ def message_tokens(message: dict[str, Any]) -> int:
     if isinstance(content, str) and content:
         total += text_tokens(content)
     elif isinstance(content, list):
-        total += BLOCK_OVERHEAD + math.ceil(len(json.dumps(content)) / CHARS_PER_TOKEN)
+        total += BLOCK_OVERHEAD + estimate_tokens(json.dumps(content, ensure_ascii=False))
     for call in message.get("tool_calls") or []:
         function = call.get("function", {})
-        total += math.ceil(len(function.get("name", "")) / CHARS_PER_TOKEN)
-        total += math.ceil(len(function.get("arguments", "")) / CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+        total += estimate_tokens(function.get("name", ""))
+        total += estimate_tokens(function.get("arguments", "")) + BLOCK_OVERHEAD
     return total
 
 
@@ -47,7 +48,7 @@ def tools_tokens(schemas: list[dict[str, Any]]) -> int:
     seen = _TOOLS_SEEN.get(id(schemas))
     if seen is not None and seen[0] is schemas:
         return seen[1]
-    tokens = math.ceil(len(json.dumps(schemas)) / CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+    tokens = estimate_tokens(json.dumps(schemas, ensure_ascii=False)) + BLOCK_OVERHEAD
     if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MOST:
         _TOOLS_SEEN.pop(next(iter(_TOOLS_SEEN)))
     _TOOLS_SEEN[id(schemas)] = (schemas, tokens)  # the list is kept, so its id is not reused

@@ -1,6 +1,6 @@
 """LLM providers of the loop: the protocol, OpenAI-compatible streaming, offline, routing."""
 
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     ChatRequest,
     FinalMessage,
     Provider,
@@ -13,10 +13,10 @@ from tavern_loop.providers.base import (
     assemble,
     is_context_overflow,
 )
-from tavern_loop.providers.config import LLMConfig
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.openai import OpenAIProvider
-from tavern_loop.providers.router import ProviderRouter, Target, build_router
+from tavern_llm.config import LLMConfig
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.openai import OpenAIProvider
+from tavern_llm.router import ProviderRouter, Target, build_router
 
 __all__ = [
     "ChatRequest",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from tavern_loop.providers.base import ErrorCode, ProviderError, is_context_overflow
+from tavern_llm.base import ErrorCode, ProviderError, is_context_overflow
 
 MESSAGE_LIMIT = 300
 

@@ -1,15 +1,21 @@
 """Server-sent events of an OpenAI-compatible chat completion, decoded into stream items.
 
-Pure and incremental: lines in, `StreamDelta`s out, then one `FinalMessage`.
+The event stream itself (lines split only at CR/LF, multi-byte characters cut across network
+reads, fields, comments) is `httpx-sse`'s; what follows is pure and incremental: event data
+in, `StreamDelta`s out, then one `FinalMessage`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from tavern_loop.providers.base import (
+import httpx
+from httpx_sse import EventSource, SSEError
+
+from tavern_llm.base import (
     FinalMessage,
     ProviderError,
     StreamDelta,
@@ -17,31 +23,21 @@ from tavern_loop.providers.base import (
     Usage,
     assemble,
 )
-from tavern_loop.providers.failures import error_for_chunk
+from tavern_llm.failures import error_for_chunk
 
 DONE = "[DONE]"
 
 
-class SseDecoder:
-    """Collects `data:` lines; a blank line ends an event (comments and other fields ignored)."""
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> str | None:
-        """Feed one line without its ending; return the event's data when the event ends."""
-        if not line:
-            return self.flush()
-        field, _, value = line.partition(":")
-        if field == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
-        return None
-
-    def flush(self) -> str | None:
-        if not self._data:
-            return None
-        data, self._data = "\n".join(self._data), []
-        return data
+async def event_data(response: httpx.Response) -> AsyncIterator[str]:
+    """The data of each event of an event-stream response, in order. An event without data is
+    not dispatched (as the SSE spec says), nor is one the server never ended with a blank line.
+    A response that is not an event stream is a `server_error`."""
+    try:
+        async for event in EventSource(response).aiter_sse():
+            if event.data:
+                yield event.data
+    except SSEError as exc:
+        raise ProviderError("server_error", f"not an event stream: {exc}") from None
 
 
 @dataclass(frozen=True)

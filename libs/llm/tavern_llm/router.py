@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 import httpx
 import structlog
 
-from tavern_loop.providers.base import ChatRequest, Provider, ProviderError, StreamItem
-from tavern_loop.providers.config import LLMConfig
-from tavern_loop.providers.offline import OfflineProvider
-from tavern_loop.providers.openai import OpenAIProvider
+from tavern_llm.base import ChatRequest, Provider, ProviderError, StreamItem
+from tavern_llm.config import LLMConfig
+from tavern_llm.offline import OfflineProvider
+from tavern_llm.openai import OpenAIProvider
 from tavern_runtime.errors import ConfigurationError
 
 log = structlog.get_logger(__name__)

@@ -15,8 +15,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from tavern_loop.domain.tokens import BLOCK_OVERHEAD, ROLE_OVERHEAD, tools_tokens
-from tavern_loop.providers.base import (
+from tavern_llm.base import (
     ChatRequest,
     ProviderError,
     StreamDelta,
@@ -25,7 +24,7 @@ from tavern_loop.providers.base import (
     Usage,
     assemble,
 )
-from tavern_loop.providers.phrases import (
+from tavern_llm.phrases import (
     Recalled,
     ToolRequest,
     is_question,
@@ -36,6 +35,7 @@ from tavern_loop.providers.phrases import (
     remember_topic,
     tool_requests,
 )
+from tavern_llm.tokens import BLOCK_OVERHEAD, ROLE_OVERHEAD, tools_tokens
 
 NAME = "offline"
 MODEL = "offline-1"
