@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tavern_events.envelope import Payload, SessionEvent
+from tavern_events.envelope import Id, Payload, SessionEvent
 from tavern_events.parts import ClaimedInput, ErrorInfo, Usage
 
-TurnTrigger = Literal["input", "command", "resume", "system"]
+TurnTrigger = Literal["input", "command", "resume", "system", "auto"]
 StopReason = Literal["done", "cancelled", "max_steps", "failed", "rejected"]
 TurnOutcome = Literal["completed", "cancelled", "failed", "rejected"]
 
@@ -17,6 +17,9 @@ TurnOutcome = Literal["completed", "cancelled", "failed", "rejected"]
 class TurnStartedPayload(Payload):
     claimed: tuple[ClaimedInput, ...] = ()
     trigger: TurnTrigger = "input"
+    speakers: tuple[Id, ...] | None = None
+    """A group chat: the members chosen to reply in this turn, in order (None: one character).
+    Trigger `auto`: members answering each other in auto mode, no input claimed."""
 
 
 class TurnStarted(SessionEvent):
