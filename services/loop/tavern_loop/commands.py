@@ -1,4 +1,5 @@
-"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`, `/regenerate`.
+"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`, `/regenerate`, and in
+a group chat `/speak`, `/member`, `/group`.
 
 A command is claimed alone, so it always runs at an idle turn boundary. A refused command ends
 its turn `rejected` with the reason (nothing else changes); an accepted one records what it did
@@ -22,6 +23,7 @@ from tavern_events.session import (
 )
 from tavern_events.turn import TurnEnded
 from tavern_loop.domain.binding import Fork, Refusal, fork_binding, mode_change
+from tavern_loop.domain.groupcommands import NOT_A_GROUP, group_change, member_change
 from tavern_loop.domain.stchat import REGENERATE, SWIPE, reply_target, st_chat
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
@@ -138,7 +140,37 @@ async def _reply(turn: TurnRunner, command: CommandInput) -> TurnEnded:
     return await turn.reply_turn(SWIPE if name == SWIPE else REGENERATE)
 
 
+async def _speak(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    """`/speak NAME`: the named member of a group chat answers now."""
+    choice = turn.choice
+    if turn.held.state.binding.group is None or choice is None:
+        return await turn.end("rejected", f"/speak: {NOT_A_GROUP}")
+    if choice.refusal is not None:
+        return await turn.end("rejected", choice.refusal)
+    return await turn.group_replies([], choice.speakers)
+
+
+async def _member(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    decided = member_change(turn.held.state.binding, command.payload.args)
+    if isinstance(decided, Refusal):
+        return await turn.end("rejected", decided.reason)
+    cls, payload = decided
+    turn.stage(turn.draft(cls, payload, source="user"))
+    return await turn.end("completed", f"member {command.payload.args.get('action')}")
+
+
+async def _group(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    decided = group_change(turn.held.state.binding, command.payload.args)
+    if isinstance(decided, Refusal):
+        return await turn.end("rejected", decided.reason)
+    turn.stage(turn.draft(SessionBindingChanged, decided, source="user"))
+    return await turn.end("completed", "group settings")
+
+
 HANDLERS: dict[str, Handler] = {
+    "speak": _speak,
+    "member": _member,
+    "group": _group,
     "compact": _compact,
     "create": _create,
     "mode": _mode,

@@ -43,6 +43,12 @@ class Assets:
             return None
         return await self._fields("character", self.binding.character_id, fields, max_chars)
 
+    async def card(
+        self, character_id: str, fields: tuple[str, ...], max_chars: int
+    ) -> dict[str, Any] | None:
+        """Another character's fields (a group chat's member), by id."""
+        return await self._fields("character", character_id, fields, max_chars)
+
     async def persona(self, max_chars: int) -> dict[str, Any] | None:
         if self.binding.persona_id is None:
             return None
