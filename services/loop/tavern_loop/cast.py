@@ -15,6 +15,9 @@ from tavern_loop.domain.groupchat import chat_lines
 from tavern_loop.domain.speakers import Choice, Line, choose, resolve_member, turn_rng
 from tavern_loop.inputs import PendingInput
 from tavern_loop.profiles.assets import Assets, AssetsUnavailable
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
 
 NAME_CHARS = 128
 
@@ -32,7 +35,8 @@ class Cast:
                 continue
             try:
                 card = await self.assets.card(cid, ("name",), NAME_CHARS)
-            except AssetsUnavailable:
+            except AssetsUnavailable as exc:
+                log.warning("member_card_unavailable", character_id=cid, error=str(exc))
                 card = None
             name = (card or {}).get("name")
             self.names[cid] = name if isinstance(name, str) and name.strip() else cid

@@ -255,7 +255,7 @@ class TurnRunner:
         group = state.binding.group
         if group is None:
             return None
-        assets = Assets(self.deps.rpc, state.session_id, state.binding)
+        assets = Assets(self.rpc, state.session_id, state.binding)
         self.cast = await Cast(group, assets).load()
         self.choice = self.cast.for_claim(
             state.session_id, self.draft.turn, self.held.events, claimed
@@ -274,7 +274,7 @@ class TurnRunner:
         schemas = self.deps.pipeline.registry.schemas()
         profiles = self.deps.options.profiles
         self.profile = profile_for(
-            state.session_id, binding, self.deps.rpc, profiles, schemas, self.deps.clock
+            state.session_id, binding, self.rpc, profiles, schemas, self.deps.clock
         )
 
     async def group_replies(
