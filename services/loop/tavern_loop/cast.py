@@ -34,12 +34,13 @@ class Cast:
             if cid in self.names:
                 continue
             try:
-                card = await self.assets.card(cid, ("name",), NAME_CHARS)
+                found = await self.assets.member(cid)
             except AssetsUnavailable as exc:
                 log.warning("member_card_unavailable", character_id=cid, error=str(exc))
-                card = None
-            name = (card or {}).get("name")
-            self.names[cid] = name if isinstance(name, str) and name.strip() else cid
+                found = None
+            self.names[cid] = found[0] if found else cid
+            if found and found[1]:
+                self.avatars[cid] = found[1]
         return self
 
     def speaker(self, member: str) -> Speaker:

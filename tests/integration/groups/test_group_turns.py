@@ -95,6 +95,13 @@ def replayed(events: Sequence[SessionEvent], binding: GroupBinding, names: dict[
         assert reply.payload.content.startswith(f"{reply.payload.speaker.name} here. ")
 
 
+async def chat_lines_of(projector: Projector, session: str) -> list[dict[str, Any]]:
+    await projector.caught_up("chat")
+    row = await projector.chat_row(session)
+    lines = projector.chat_file(row["chat_key"]).read_text().splitlines()
+    return [json.loads(line) for line in lines[1:]]
+
+
 async def ten_turns(projector: Projector, session: str) -> list[SessionEvent]:
     for index, text in enumerate(LINES):
         await projector.bus.say(session, text)
@@ -125,6 +132,13 @@ async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
     assert ids["Ines"] not in spoke, "a disabled member never speaks, not even when named"
     assert set(spoke) == {ids["Mira"], ids["Cael"], ids["Oren"]}
     replayed(events, GroupBinding.model_validate(binding), names)
+    lines = await chat_lines_of(projector, "grp")
+    said = [line for line in lines if not line["is_user"]]
+    assert len(said) == len(replies(events)) + 1, "the greeting and every reply"
+    for line, reply in zip(said[1:], replies(events), strict=True):
+        assert line["name"] == names[reply.actor_id]
+        assert line["original_avatar"] == f"{names[reply.actor_id]}.png"
+        assert line["force_avatar"] == f"/thumbnail?type=avatar&file={line['original_avatar']}"
     check_rebuilt(events, model.chat())
     if activation == "list":
         assert all(len(replies(events, t)) == 3 for t in range(2, 12))
