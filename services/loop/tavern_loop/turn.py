@@ -692,6 +692,8 @@ class TurnRunner:
         calls = [ToolCallRequest(c.id, c.name, c.arguments) for c in final.tool_calls]
         pipeline = self.deps.pipeline
         binding = vars(self.held.state.binding).copy()
+        if self.speaker is not None:  # a group member's tools read its own card and lore
+            binding["character_id"] = self.speaker.character_id
 
         def context(call: ToolCallRequest) -> ToolContext:
             return ToolContext(

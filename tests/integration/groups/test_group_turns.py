@@ -16,6 +16,8 @@ from tavern_events.group import GroupBinding
 from tavern_events.turn import TurnStarted
 from tavern_loop.domain.groupchat import chat_lines
 from tavern_loop.domain.speakers import Line, choose, turn_rng
+from tavern_loop.options import ProfileOptions
+from tavern_loop.tools.policy import profile_tools
 from tavern_projector import importer
 from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
 from tests.integration.profiles.conftest import check_rebuilt, command, ended
@@ -234,3 +236,17 @@ async def test_auto_mode_stops_at_its_bound_and_on_cancel(
     events = await projector.bus.turns_ended("auto2", 2)
     assert ended(events, 2).payload.outcome == "cancelled"
     assert 3 <= len(replies(events, 2)) < 20
+
+
+async def test_a_members_tools_read_its_own_card(projector: Projector, tmp_path: Path) -> None:
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine(tools=profile_tools(ProfileOptions()))
+    await create(projector, "tools", group(ids, ["Mira", "Cael"], activation="manual"))
+    await projector.bus.say("tools", 'call tavern_character_get with {"fields": ["name"]}')
+    await command(projector.bus, "tools", "speak", name="Cael")
+    events = await projector.bus.turns_ended("tools", 3)
+    (call,) = of_type(events, "tool/call")
+    (result,) = of_type(events, "tool/result")
+    assert call.actor_id == result.actor_id == ids["Cael"]
+    assert '"name": "Cael"' in result.payload.content
+    assert [e.actor_id for e in replies(events, 3)] == [ids["Cael"], ids["Cael"]]
