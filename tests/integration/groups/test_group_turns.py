@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from tavern_loop.domain.groupchat import chat_lines
 from tavern_loop.domain.speakers import Line, choose, turn_rng
 from tavern_loop.options import ProfileOptions
 from tavern_loop.tools.policy import profile_tools
-from tavern_projector import importer
+from tavern_projector import importer, operations
+from tavern_projector.core import options_of
 from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
 from tests.integration.profiles.conftest import check_rebuilt, command, ended
 from tests.integration.projector.conftest import Projector
+from tests.integration.projector.scenes import files
 from tests.support import eventually
 
 pytestmark = pytest.mark.integration
@@ -104,6 +107,16 @@ async def chat_lines_of(projector: Projector, session: str) -> list[dict[str, An
     return [json.loads(line) for line in lines[1:]]
 
 
+async def replayed_files(projector: Projector) -> None:
+    """Deleting the chat files and replaying the logs writes the same group chat again."""
+    before = files(projector.chats)
+    shutil.rmtree(projector.chats)
+    options = options_of(projector.settings)
+    chosen = operations.plan("chat")
+    await operations.replay(projector.pool, projector.bus.js, options, chosen, lambda _: None)
+    assert files(projector.chats) == before
+
+
 async def ten_turns(projector: Projector, session: str) -> list[SessionEvent]:
     for index, text in enumerate(LINES):
         await projector.bus.say(session, text)
@@ -141,6 +154,7 @@ async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
         assert line["name"] == names[reply.actor_id]
         assert line["original_avatar"] == f"{names[reply.actor_id]}.png"
         assert line["force_avatar"] == f"/thumbnail?type=avatar&file={line['original_avatar']}"
+    await replayed_files(projector)
     check_rebuilt(events, model.chat())
     if activation == "list":
         assert all(len(replies(events, t)) == 3 for t in range(2, 12))
