@@ -51,7 +51,7 @@ from tavern_loop.domain.access import input_refusal
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.greeting import GREETING
-from tavern_loop.domain.groupchat import for_member, group_note
+from tavern_loop.domain.groupchat import chat_lines, for_member, group_note
 from tavern_loop.domain.history import derive_messages
 from tavern_loop.domain.speakers import Choice
 from tavern_loop.greeter import greeting_payload
@@ -655,6 +655,29 @@ class TurnRunner:
         history = plan.history if "st" in params else for_member(plan.history, speaker.name)
         return replace(plan, system=system, params=params, history=history, history_tokens=None)
 
+    def _scene_group(self, speaker: Speaker) -> dict[str, Any]:
+        """The group as `tavern_scene_get` shows it to the member speaking now."""
+        group = self.held.state.binding.group
+        names = self.cast.names if self.cast is not None else {}
+        members = group.members if group is not None else ()
+        muted = set(group.disabled) if group is not None else set()
+        said = [line.speaker for line in chat_lines(self.held.events) if line.speaker]
+        last = said[-1] if said else None
+        return {
+            "name": group.name if group is not None else "",
+            "activation": group.activation if group is not None else None,
+            "members": [
+                {
+                    "characterId": m.character_id,
+                    "name": names.get(m.character_id, m.character_id),
+                    "muted": m.character_id in muted,
+                }
+                for m in members
+            ],
+            "speaking": speaker.name,
+            "lastSpeaker": names.get(last, last) if last is not None else None,
+        }
+
     async def _partial(self, text: str, reasoning: str) -> None:
         if not text.strip():
             return
@@ -694,6 +717,7 @@ class TurnRunner:
         binding = vars(self.held.state.binding).copy()
         if self.speaker is not None:  # a group member's tools read its own card and lore
             binding["character_id"] = self.speaker.character_id
+            binding["scene_group"] = self._scene_group(self.speaker)
 
         def context(call: ToolCallRequest) -> ToolContext:
             return ToolContext(

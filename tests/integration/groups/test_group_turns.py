@@ -264,3 +264,19 @@ async def test_a_members_tools_read_its_own_card(projector: Projector, tmp_path:
     assert call.actor_id == result.actor_id == ids["Cael"]
     assert '"name": "Cael"' in result.payload.content
     assert [e.actor_id for e in replies(events, 3)] == [ids["Cael"], ids["Cael"]]
+
+    await command(projector.bus, "tools", "member", action="mute", character_id=ids["Mira"])
+    await projector.bus.say("tools", "call tavern_scene_get with {}")
+    await command(projector.bus, "tools", "speak", name="Cael")
+    events = await projector.bus.turns_ended("tools", 6)
+    scene = json.loads(of_type(events, "tool/result")[-1].payload.content)
+    assert scene["group"] == {
+        "name": "Cael Point",
+        "activation": "manual",
+        "members": [
+            {"characterId": ids["Mira"], "name": "Mira", "muted": True},
+            {"characterId": ids["Cael"], "name": "Cael", "muted": False},
+        ],
+        "speaking": "Cael",
+        "lastSpeaker": "Cael",
+    }
