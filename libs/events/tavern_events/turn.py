@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from tavern_events.envelope import Id, Payload, SessionEvent
 from tavern_events.parts import ClaimedInput, ErrorInfo, Usage
 
-TurnTrigger = Literal["input", "command", "resume", "system", "auto"]
+TurnTrigger = Literal["input", "command", "resume", "system"]
 StopReason = Literal["done", "cancelled", "max_steps", "failed", "rejected"]
 TurnOutcome = Literal["completed", "cancelled", "failed", "rejected"]
 
@@ -18,8 +18,9 @@ class TurnStartedPayload(Payload):
     claimed: tuple[ClaimedInput, ...] = ()
     trigger: TurnTrigger = "input"
     speakers: tuple[Id, ...] | None = None
-    """A group chat: the members chosen to reply in this turn, in order (None: one character).
-    Trigger `auto`: members answering each other in auto mode, no input claimed."""
+    """A group chat: the members chosen to answer the claim, in order (None: one character).
+    Auto-mode replies that follow in the same turn are chosen as they come (seeded by the
+    session, the turn and the reply's place); each reply's `actor_id` says who spoke."""
 
 
 class TurnStarted(SessionEvent):
