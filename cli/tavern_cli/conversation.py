@@ -113,6 +113,7 @@ class Renderer:
         """Inputs typed here: their `user/message` is already on the screen."""
         self._streaming = False
         self._prompted = False
+        self._names: dict[str, str] = {}
 
     def _c(self, code: str, text: str) -> str:
         return f"{code}{text}{RESET}" if self.colour else text
@@ -149,13 +150,23 @@ class Renderer:
         if handler is not None:
             handler(event)
 
+    def _speaker(self, event: Any) -> str:
+        """Who is speaking: a group chat's member by name (its id until its first reply)."""
+        speaker = getattr(event.payload, "speaker", None)
+        if speaker is not None:
+            self._names[speaker.character_id] = speaker.name
+            return str(speaker.name)
+        if event.actor_id is None:
+            return "assistant"
+        return str(self._names.get(event.actor_id, event.actor_id))
+
     def _assistant_chunk(self, event: Any) -> None:
         delta = event.payload.delta
         if not delta:
             return
         if not self._streaming:
             self._clear_prompt()
-            self.out.write(f"{self.prefix}{self._c(BOLD, 'assistant')}: ")
+            self.out.write(f"{self.prefix}{self._c(BOLD, self._speaker(event))}: ")
             self._streaming = True
         self.out.write(delta)
         self.out.flush()
@@ -164,7 +175,7 @@ class Renderer:
         if self._streaming:
             self._end_stream()
         elif event.payload.content:
-            self._line(f"{self._c(BOLD, 'assistant')}: {event.payload.content}")
+            self._line(f"{self._c(BOLD, self._speaker(event))}: {event.payload.content}")
         if event.payload.partial:
             self._line(self._c(DIM, "  (partial reply kept: the turn was cancelled)"))
 

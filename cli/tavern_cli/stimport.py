@@ -5,7 +5,8 @@ whole user data folder (`data/<user>/`: `characters/`, `worlds/`, `settings.json
 `chats/`). Cards, lorebooks and personas are published to ASSETS as `tavern card import` does;
 each chat becomes a session log (`tavern_runtime.chatimport`). Every file gets a row in the
 report: imported, skipped (already there, or not imported by design) or refused, with why.
-Group chats (`groups/`, `group chats/`) are reported as skipped: they are not imported yet.
+A group chat (`group chats/<chat id>.jsonl`) becomes a group session bound by the definition in
+`groups/` that lists it (`tavern_runtime.stgroups`); its member cards must be in the folder.
 SillyTavern's own `backups/` are copies of the chats and are left alone.
 """
 
@@ -22,16 +23,16 @@ import nats.errors
 from nats.aio.client import Client
 
 from tavern_events import subjects
-from tavern_runtime import chatimport, stchat
+from tavern_runtime import chatimport, stchat, stgroups
 from tavern_runtime.cards import cards, importer
 from tavern_runtime.chatimport import ChatTarget, Status
 from tavern_runtime.errors import TavernError
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 
-ItemKind = Literal["character", "lorebook", "persona", "personas", "chat", "group"]
+ItemKind = Literal["character", "lorebook", "persona", "personas", "chat", "group", "group chat"]
 CARD_SUFFIXES = (".png", ".json", ".charx")
 """SillyTavern keeps cards as PNG; JSON and CHARX cards are read too."""
-GROUPS_SKIPPED = "group chats are not imported yet"
+NO_GROUP = "no group definition in groups/ lists this chat"
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,9 @@ def _user_folder(root: Path) -> list[Item]:
         items.append(Item("persona", root / "personas.json", "personas.json"))
     for folder in sorted(p for p in (root / "chats").glob("*") if p.is_dir()):
         items += [Item("chat", p, rel(p), folder.name) for p in sorted(folder.glob("*.jsonl"))]
-    for name in ("groups", "group chats"):
-        items += [Item("group", p, rel(p)) for p in _files(root / name)]
+    items += [Item("group", p, rel(p)) for p in _files(root / "groups") if p.suffix == ".json"]
+    chats = [p for p in _files(root / "group chats") if p.suffix == ".jsonl"]
+    items += [Item("group chat", p, rel(p), p.stem) for p in chats]
     return items
 
 
@@ -162,6 +164,10 @@ class Importer:
     """Card file stem -> asset id (imported in this run)."""
     personas: dict[str, str] = field(default_factory=dict)
     """Persona name -> asset id."""
+    member_cards: dict[str, stgroups.Card] = field(default_factory=dict)
+    """Card file stem -> the card as a group member (imported in this run)."""
+    groups: dict[str, Any] = field(default_factory=dict)
+    """Group chat id -> the definition that lists it."""
 
     async def run(self, items: list[Item]) -> Report:
         for item in items:
@@ -172,7 +178,9 @@ class Importer:
     async def _one(self, item: Item) -> None:
         try:
             if item.kind == "group":
-                self.report.add(item.source, "group", "skipped", GROUPS_SKIPPED)
+                self._group(item)
+            elif item.kind == "group chat":
+                await self._group_chat(item)
             elif item.kind == "personas":
                 await self._personas(item)
             elif item.kind == "chat":
@@ -202,6 +210,7 @@ class Importer:
     def _known(self, item: Item, asset: cards.ImportedAsset) -> None:
         if asset.kind == "character":
             self.characters[item.stem] = asset.asset_id
+            self.member_cards[item.stem] = stgroups.Card(asset.asset_id, asset.name, _talk(asset))
         elif asset.kind == "persona":
             self.personas[asset.name] = asset.asset_id
 
@@ -252,16 +261,58 @@ class Importer:
             self.personas[name] = await _known_asset(self.nc, "persona", name) or ""
         return self.personas[name] or self.target.persona_id
 
+    def _group(self, item: Item) -> None:
+        """A group definition: kept for the group chats it lists (they are its sessions)."""
+        try:
+            definition = json.loads(item.path.read_bytes())
+        except ValueError as exc:
+            raise NotImportable(f"the group definition is not JSON ({exc})") from None
+        chats = stgroups.chats_of(definition)
+        for chat_id in chats:
+            self.groups[chat_id] = definition
+        name = definition.get("name") if isinstance(definition, dict) else None
+        members = definition.get("members") if isinstance(definition, dict) else None
+        count = len(members) if isinstance(members, list) else 0
+        status: Shown = "valid" if self.nc is None else "skipped"
+        said = f"group {name!r}: {count} members, read for its {len(chats)} chats (group sessions)"
+        self.report.add(item.source, "group", status, said)
+
+    async def _group_chat(self, item: Item) -> None:
+        definition = self.groups.get(item.stem)
+        if definition is None:
+            self.report.add(item.source, "group chat", "skipped", NO_GROUP)
+            return
+        try:
+            group = stgroups.group_of(definition, self.member_cards)
+        except stgroups.GroupRefused as exc:
+            self.report.add(item.source, "group chat", "refused", str(exc))
+            return
+        chat = stchat.parse_chat(item.path.read_bytes(), group=True)
+        target = ChatTarget(
+            self.target.architecture,
+            self.target.context_mode,
+            group.binding.members[0].character_id,
+            await self._persona_of(chat.header.get("user_name")),
+            group=group.binding,
+            cast=group.cast,
+        )
+        await self._write_chat(item, chat, f"group chats/{item.path.name}", target, "group chat")
+
     async def _chat(self, item: Item) -> None:
         chat = stchat.parse_chat(item.path.read_bytes())
         source = f"{item.stem}/{item.path.name}"
-        session_id = chatimport.session_id_for(source, chat)
         target = ChatTarget(
             self.target.architecture,
             self.target.context_mode,
             await self._character_of(item.stem, chat.header.get("character_name")),
             await self._persona_of(chat.header.get("user_name")),
         )
+        await self._write_chat(item, chat, source, target, "chat")
+
+    async def _write_chat(
+        self, item: Item, chat: stchat.StChat, source: str, target: ChatTarget, kind: str
+    ) -> None:
+        session_id = chatimport.session_id_for(source, chat)
         events = chatimport.plan(
             chat,
             source=item.source,
@@ -275,7 +326,7 @@ class Importer:
             why = chatimport.oversized(events)
             status: Shown = "refused" if why else "valid"
             reason = why or f"{len(chat.lines)} lines, to become session {session_id}"
-            self.report.add(item.source, "chat", status, reason)
+            self.report.add(item.source, kind, status, reason)
             self.advance(0, len(chat.lines))
             return
         outcome = await chatimport.write(
@@ -284,7 +335,7 @@ class Importer:
             events,
             lambda lines: self.advance(0, lines),
         )
-        self.report.add(item.source, "chat", outcome.status, outcome.reason)
+        self.report.add(item.source, kind, outcome.status, outcome.reason)
         if outcome.status != "imported":
             self.advance(0, len(chat.lines))
 
@@ -307,6 +358,17 @@ async def _known_asset(nc: Client | None, kind: str, name: Any) -> str | None:
     return asset_id if isinstance(asset_id, str) else None
 
 
+def _talk(asset: cards.ImportedAsset) -> float:
+    """A card's talkativeness (SillyTavern keeps it as a string in `data`), else 0.5."""
+    data = asset.content.get("data")
+    raw = data.get("talkativeness") if isinstance(data, dict) else None
+    try:
+        value = float(raw) if raw is not None else 0.5
+    except (TypeError, ValueError):
+        return 0.5
+    return min(1.0, max(0.0, value))
+
+
 def _mtime(path: Path) -> datetime:
     return datetime.fromtimestamp(path.stat().st_mtime, UTC)
 
@@ -319,7 +381,7 @@ def line_count(items: list[Item]) -> int:
     """Message lines in the chats (for the progress bar's total; unreadable files count 0)."""
     total = 0
     for item in items:
-        if item.kind == "chat":
+        if item.kind in ("chat", "group chat"):
             try:
                 total += max(0, item.path.read_bytes().count(b"\n{"))
             except OSError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import Any
 
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_cli.endpoints import nats_connection, resolve
@@ -20,10 +21,28 @@ from tavern_runtime.errors import TavernError
 
 HELP = (
     "commands: /cancel (stop the current turn), /compact, /mode dsh-native|agent-managed, "
-    "/swipe, /regenerate (st sessions), /quit"
+    "/swipe, /regenerate (st sessions), /speak NAME, /member add|remove|mute|unmute "
+    "CHARACTER (group chats), /quit"
 )
 SIMPLE = ("/compact", "/swipe", "/regenerate")
 PROMPT = "you> "
+MEMBER_ACTIONS = ("add", "remove", "mute", "unmute")
+
+
+def slash_command(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The command a chat line asks for (name, args), or None when it is not one we know."""
+    if text in SIMPLE:
+        return text[1:], {}
+    word, _, rest = text.partition(" ")
+    rest = rest.strip()
+    if word == "/mode" and rest:
+        return "mode", {"context_mode": rest}
+    if word == "/speak" and rest:
+        return "speak", {"name": rest}
+    action, _, character = rest.partition(" ")
+    if word == "/member" and action in MEMBER_ACTIONS and character.strip():
+        return "member", {"action": action, "character_id": character.strip()}
+    return None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -93,10 +112,8 @@ async def _repl(chat: Conversation, renderer: Renderer) -> None:
             return
         if text == "/cancel":
             await chat.cancel()
-        elif text in SIMPLE:
-            await chat.command(text[1:])
-        elif text.startswith("/mode "):
-            await chat.command("mode", {"context_mode": text.removeprefix("/mode ").strip()})
+        elif (asked := slash_command(text)) is not None:
+            await chat.command(*asked)
         elif text.startswith("/"):
             print(HELP)
             renderer.show_prompt()

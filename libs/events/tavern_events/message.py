@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tavern_events.envelope import Id, Payload, SessionEvent
+from tavern_events.group import Speaker
 from tavern_events.parts import Attachment, FinishReason, ToolCallDelta, ToolCallPart, Usage
 
 
@@ -59,6 +60,8 @@ class AssistantMessagePayload(Payload):
     imported: dict[str, Any] | None = None
     """The SillyTavern chat line this reply was imported from, as the file held it (its
     `swipes`, `swipe_id`, `swipe_info`, dates and extra fields); `content` is its chosen swipe."""
+    speaker: Speaker | None = None
+    """In a group chat, the member who spoke (also the envelope's `actor_id`)."""
 
 
 class AssistantMessage(SessionEvent):
@@ -66,6 +69,8 @@ class AssistantMessage(SessionEvent):
 
     `partial` marks a prefix kept after a cancelled or broken stream (never has tool calls).
     Form `greeting`: the character's first message of a new chat (no model ran).
+    In a group chat the envelope's `actor_id` is the speaking member's character id, as on
+    its chunks, tool calls and steps, and `payload.speaker` names it.
     """
 
     type: Literal["assistant/message"] = "assistant/message"

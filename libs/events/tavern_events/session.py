@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tavern_events.envelope import Id, Payload, SessionEvent
+from tavern_events.group import GroupBinding
 from tavern_events.reach import LOCAL_OWNER, MemoryReach
 
 Architecture = Literal["agent-tavern", "st"]
@@ -37,6 +38,9 @@ class SessionCreatedPayload(Payload):
     owner: Id = LOCAL_OWNER
     """The user the session, its chat and its memory belong to. Logs written before owners
     were recorded read as `local`, the default owner of a single-user install."""
+    group: GroupBinding | None = None
+    """A group chat: its members, who may speak and how the speaker is chosen (None: one
+    character, `character_id`)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionCreatedPayload:
@@ -64,12 +68,14 @@ class SessionBindingChangedPayload(Payload):
     to_architecture: Architecture
     to_context_mode: ContextMode | None = None
     reason: str | None = Field(default=None, max_length=500)
+    group: GroupBinding | None = None
+    """The group binding from now on (strategy, talkativeness, auto mode...); None keeps it."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionBindingChangedPayload:
         check_binding(self.to_architecture, self.to_context_mode)
         before = (self.from_architecture, self.from_context_mode)
-        if before == (self.to_architecture, self.to_context_mode):
+        if self.group is None and before == (self.to_architecture, self.to_context_mode):
             raise ValueError("a binding change must change something")
         return self
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tavern_events.envelope import Payload, SessionEvent
+from tavern_events.envelope import Id, Payload, SessionEvent
 from tavern_events.parts import ClaimedInput, ErrorInfo, Usage
 
 TurnTrigger = Literal["input", "command", "resume", "system"]
@@ -17,6 +17,10 @@ TurnOutcome = Literal["completed", "cancelled", "failed", "rejected"]
 class TurnStartedPayload(Payload):
     claimed: tuple[ClaimedInput, ...] = ()
     trigger: TurnTrigger = "input"
+    speakers: tuple[Id, ...] | None = None
+    """A group chat: the members chosen to answer the claim, in order (None: one character).
+    Auto-mode replies that follow in the same turn are chosen as they come (seeded by the
+    session, the turn and the reply's place); each reply's `actor_id` says who spoke."""
 
 
 class TurnStarted(SessionEvent):

@@ -26,6 +26,7 @@ from tavern_events.envelope import (
     SessionEvent,
 )
 from tavern_events.errors import ContractError, UnknownEventError
+from tavern_events.group import MemberAdded, MemberMuted, MemberRemoved, MemberUnmuted
 from tavern_events.input import CancelInput, CommandInput, MessageInput
 from tavern_events.ledger import (
     EvidenceAppended,
@@ -62,7 +63,11 @@ SessionEventUnion = Annotated[
     | ToolResult
     | ContextCompacted
     | ChatImported
-    | ChatLine,
+    | ChatLine
+    | MemberAdded
+    | MemberRemoved
+    | MemberMuted
+    | MemberUnmuted,
     Field(discriminator="type"),
 ]
 InputUnion = Annotated[MessageInput | CancelInput | CommandInput, Field(discriminator="type")]

@@ -12,7 +12,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from tavern_llm.base import (
@@ -33,6 +33,7 @@ from tavern_llm.phrases import (
     message_text,
     recalled_lines,
     remember_topic,
+    speaker_in,
     tool_requests,
 )
 from tavern_llm.tokens import BLOCK_OVERHEAD, ROLE_OVERHEAD, tools_tokens
@@ -154,7 +155,17 @@ def _extends(messages: list[dict[str, Any]], earlier: list[dict[str, Any]], end:
 
 
 def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
-    """Decide the reply from the conversation alone."""
+    """Decide the reply from the conversation alone; a group chat's member answers in its
+    own name."""
+    reply = _compose(messages, offered)
+    system = next((m for m in messages if m.get("role") == "system"), {})
+    speaker = speaker_in(message_text(system)) if system else None
+    if speaker is None or not reply.text:
+        return reply
+    return replace(reply, text=f"{speaker} here. {reply.text}")
+
+
+def _compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
     last: dict[str, Any] = next(
         (m for m in reversed(messages) if m.get("role") != "system" and not is_recall(m)), {}
     )

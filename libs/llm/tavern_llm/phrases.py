@@ -185,3 +185,13 @@ def remember_topic(text: str) -> str | None:
     if match is not None:
         return _free_text(match.group(1) or "")
     return "" if re.search(r"你(?:还)?记得(?:什么|哪些)", text) else None
+
+
+def speaker_in(system: str) -> str | None:
+    """The member a group request is written for, read back from the loop's group note
+    (`[Group chat with … Write the next reply only as NAME; the others …]`)."""
+    for line in reversed(system.splitlines()):
+        if line.startswith("[Group chat with ") and "Write the next reply only as " in line:
+            rest = line.split("Write the next reply only as ", 1)[1]
+            return rest.split("; the others", 1)[0] or None
+    return None

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from tavern_events.chat import ChatImported, ChatImportedPayload, ChatLine, ChatLinePayload
 from tavern_events.envelope import SessionEvent
+from tavern_events.group import GroupBinding, Speaker
 from tavern_events.message import (
     AssistantMessage,
     AssistantMessagePayload,
@@ -36,7 +37,7 @@ from tavern_events.turn import (
     TurnStoppingPayload,
 )
 from tavern_events.union import encode
-from tavern_runtime import stchat
+from tavern_runtime import stchat, stgroups
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 from tavern_runtime.stchat import StChat
 
@@ -67,6 +68,9 @@ class ChatTarget:
     context_mode: Literal["dsh-native", "agent-managed"] | None = "dsh-native"
     character_id: str | None = None
     persona_id: str | None = None
+    group: GroupBinding | None = None
+    """A group chat's binding (its definition in `groups/`); `cast` names its speakers."""
+    cast: tuple[Speaker, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,8 @@ def plan(
         imported,
     ]
     for index, (line, ts) in enumerate(zip(chat.lines, times[1:], strict=True), start=HEAD):
-        events.append(_line_event(session_id, index, line, ts))
+        speaker = stgroups.speaker_of(line, target.cast) if target.cast else None
+        events.append(_line_event(session_id, index, line, ts, speaker=speaker))
     end = times[-1]
     events += [
         TurnStopping(
@@ -178,6 +183,7 @@ def _created(
         character_id=target.character_id,
         persona_id=target.persona_id,
         title=title[:200] if title else None,
+        group=target.group,
     )
     return SessionCreated(
         id=_event_id(session_id, 0), session_id=session_id, ts=ts, payload=payload
@@ -192,6 +198,7 @@ def _line_event(
     *,
     id_key: str | None = None,
     turn: int = IMPORT_TURN,
+    speaker: Speaker | None = None,
 ) -> SessionEvent:
     """The event of the file's line at log position `index` (0-based)."""
     kind = stchat.kind_of(line)
@@ -220,9 +227,12 @@ def _line_event(
         provider=_text(extra.get("api")),
         model=_text(extra.get("model")),
         imported=line,
+        speaker=speaker,
     )
     opens = index == HEAD and turn == IMPORT_TURN  # the chat's first line: its greeting
-    return AssistantMessage(**common, form=GREETING if opens else None, payload=reply)
+    actor = speaker.character_id if speaker is not None else None
+    form = GREETING if opens else None
+    return AssistantMessage(**common, form=form, actor_id=actor, payload=reply)
 
 
 def _text(value: Any) -> str | None:
@@ -374,7 +384,10 @@ async def _grown(reader: SessionLogReader, planned: list[SessionEvent]) -> Grown
         line = line_of(event)
         assert line is not None
         index = seq + len(events)
-        events.append(_line_event(session_id, index, line, event.ts, id_key=key, turn=turn))
+        speaker = event.payload.speaker if isinstance(event, AssistantMessage) else None
+        events.append(
+            _line_event(session_id, index, line, event.ts, id_key=key, turn=turn, speaker=speaker)
+        )
     end = fresh[-1].ts
     events += [
         TurnStopping(

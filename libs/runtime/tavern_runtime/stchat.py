@@ -62,8 +62,10 @@ class StChat:
     content_hash: str
 
 
-def parse_chat(data: bytes) -> StChat:
-    """The header and lines of a chat file; raises `ChatFileError` naming what is wrong."""
+def parse_chat(data: bytes, *, group: bool = False) -> StChat:
+    """The header and lines of a chat file; raises `ChatFileError` naming what is wrong.
+
+    A group chat's header may hold only `chat_metadata` (SillyTavern writes no names there)."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -73,7 +75,12 @@ def parse_chat(data: bytes) -> StChat:
     if not found:
         raise ChatFileError("the file holds no lines")
     number, head = found[0]
-    if "mes" in head or not any(k in head for k in ("user_name", "character_name")):
+    named = (
+        ("user_name", "character_name", "chat_metadata")
+        if group
+        else ("user_name", "character_name")
+    )
+    if "mes" in head or not any(k in head for k in named):
         raise ChatFileError(f"line {number}: not a chat header (no user_name/character_name)")
     lines = tuple(_message(n, value) for n, value in found[1:])
     return StChat(head, lines, hashlib.sha256(data).hexdigest())

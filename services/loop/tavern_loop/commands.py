@@ -1,4 +1,5 @@
-"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`, `/regenerate`.
+"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`, `/regenerate`, and in
+a group chat `/speak`, `/member`, `/group`.
 
 A command is claimed alone, so it always runs at an idle turn boundary. A refused command ends
 its turn `rejected` with the reason (nothing else changes); an accepted one records what it did
@@ -24,7 +25,10 @@ from tavern_events.session import (
 from tavern_events.turn import TurnEnded
 from tavern_loop.domain.binding import Fork, Refusal, fork_binding, mode_change
 from tavern_loop.domain.drafts import Drafter
+from tavern_loop.domain.groupcommands import NOT_A_GROUP, group_change, member_change
+from tavern_loop.domain.speakers import Choice
 from tavern_loop.domain.stchat import REGENERATE, SWIPE, reply_target, st_chat
+from tavern_loop.inputs import PendingInput
 from tavern_loop.options import LoopOptions
 from tavern_loop.profiles import Profile
 from tavern_loop.sessionlog import HeldLog
@@ -50,6 +54,7 @@ class TurnRunner(Protocol):
     creation: Creation | None
     draft: Drafter
     profile: Profile
+    choice: Choice | None
 
     @property
     def deps(self) -> CommandDeps: ...
@@ -61,6 +66,10 @@ class TurnRunner(Protocol):
     async def compact(self, trigger: str, retain_tokens: int, limit: int | None = None) -> bool: ...
 
     async def reply_turn(self, form: str) -> TurnEnded: ...
+
+    async def group_replies(
+        self, messages: list[PendingInput], speakers: tuple[str, ...], form: str | None = None
+    ) -> TurnEnded: ...
 
 
 Handler = Callable[[TurnRunner, CommandInput], Awaitable[TurnEnded]]
@@ -170,7 +179,37 @@ async def _reply(turn: TurnRunner, command: CommandInput) -> TurnEnded:
     return await turn.reply_turn(SWIPE if name == SWIPE else REGENERATE)
 
 
+async def _speak(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    """`/speak NAME`: the named member of a group chat answers now."""
+    choice = turn.choice
+    if turn.held.state.binding.group is None or choice is None:
+        return await turn.end("rejected", f"/speak: {NOT_A_GROUP}")
+    if choice.refusal is not None:
+        return await turn.end("rejected", choice.refusal)
+    return await turn.group_replies([], choice.speakers)
+
+
+async def _member(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    decided = member_change(turn.held.state.binding, command.payload.args)
+    if isinstance(decided, Refusal):
+        return await turn.end("rejected", decided.reason)
+    cls, payload = decided
+    turn.stage(turn.draft(cls, payload, source="user"))
+    return await turn.end("completed", f"member {command.payload.args.get('action')}")
+
+
+async def _group(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    decided = group_change(turn.held.state.binding, command.payload.args)
+    if isinstance(decided, Refusal):
+        return await turn.end("rejected", decided.reason)
+    turn.stage(turn.draft(SessionBindingChanged, decided, source="user"))
+    return await turn.end("completed", "group settings")
+
+
 HANDLERS: dict[str, Handler] = {
+    "speak": _speak,
+    "member": _member,
+    "group": _group,
     "compact": _compact,
     "create": _create,
     "mode": _mode,

@@ -7,9 +7,10 @@ Every decision is appended to the session log through `HeldLog` before anything 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from nats.js import JetStreamContext
 from tavern_events import subjects
 from tavern_events.context import ContextCompacted, ContextCompactedPayload
 from tavern_events.envelope import SessionEvent
+from tavern_events.group import Speaker
 from tavern_events.message import (
     AssistantMessage,
     AssistantMessagePayload,
@@ -45,12 +47,15 @@ from tavern_events.turn import (
 from tavern_llm.base import ChatRequest, FinalMessage, ProviderError
 from tavern_llm.router import ProviderRouter
 from tavern_loop import compaction
+from tavern_loop.cast import Cast
 from tavern_loop.commands import Creation, run_command
 from tavern_loop.domain.access import input_refusal
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.greeting import GREETING
+from tavern_loop.domain.groupchat import chat_lines, for_member, group_note
 from tavern_loop.domain.history import derive_messages
+from tavern_loop.domain.speakers import Choice
 from tavern_loop.greeter import greeting_payload
 from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs
 from tavern_loop.logcache import LogCache
@@ -175,6 +180,11 @@ class TurnRunner:
         )
         self.reply_form: str | None = None
         """`swipe` or `regenerate` while such a reply is being generated (st)."""
+        self.cast: Cast | None = None
+        """A group chat's members this turn; `choice` is who answers the claim."""
+        self.choice: Choice | None = None
+        self.speaker: Speaker | None = None
+        """The member speaking now (a group chat), also the drafter's `actor_id`."""
 
     async def rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """A request made in this session: signed as the loop acting for the session's owner,
@@ -197,7 +207,9 @@ class TurnRunner:
         self.draft.turn, self.draft.step = self.held.state.last_turn + 1, 0
         trigger = "input" if any(c.message for c in claimed) else "command"
         claims = tuple(c.claim() for c in claimed)
-        self.stage(self.draft(TurnStarted, TurnStartedPayload(claimed=claims, trigger=trigger)))
+        speakers = await self._choose_speakers(claimed)
+        started = TurnStartedPayload(claimed=claims, trigger=trigger, speakers=speakers)
+        self.stage(self.draft(TurnStarted, started))
         try:
             return await self._body(claimed)
         except ConcurrencyConflict:
@@ -232,16 +244,104 @@ class TurnRunner:
         if cancelled_in_claim(claimed):
             self.progress.cancel_reason = "cancelled by input"
             self.cancel.set()
+        if self.choice is not None:
+            return await self.group_replies(messages, self.choice.speakers)
         await self._steps(messages)
         return await self._end("completed")
+
+    # --- group chats ------------------------------------------------------------------------
+
+    async def _choose_speakers(self, claimed: list[PendingInput]) -> tuple[str, ...] | None:
+        """A group chat: who answers this claim, decided before the turn opens (and logged in
+        its turn/start); None for a one-character session or a claim nobody answers."""
+        state = self.held.state
+        group = state.binding.group
+        if group is None:
+            return None
+        assets = Assets(self.rpc, state.session_id, state.binding)
+        self.cast = await Cast(group, assets).load()
+        self.choice = self.cast.for_claim(
+            state.session_id, self.draft.turn, self.held.events, claimed
+        )
+        return self.choice.speakers if self.choice is not None else None
+
+    def speak_as(self, member: str | None) -> None:
+        """Build the next requests for `member` (its card, lore and voice); None: nobody."""
+        state = self.held.state
+        self.draft.actor_id = member
+        if member is None or self.cast is None:
+            self.speaker = None
+            return
+        self.speaker = self.cast.speaker(member)
+        binding = replace(state.binding, character_id=member)
+        schemas = self.deps.pipeline.registry.schemas()
+        profiles = self.deps.options.profiles
+        self.profile = profile_for(
+            state.session_id, binding, self.rpc, profiles, schemas, self.deps.clock
+        )
+
+    async def group_replies(
+        self, messages: list[PendingInput], speakers: tuple[str, ...], form: str | None = None
+    ) -> TurnEnded:
+        """The chosen members answer in order, then (auto mode) answer each other up to the
+        group's bound; the same loop, one member's steps after another's."""
+        if not speakers:  # manual (or nobody may speak): what was said is kept
+            await self._user_messages(messages, [])
+            return await self._end("completed", reason="no speaker")
+        inputs = messages
+        for member in speakers:
+            self.speak_as(member)
+            self.reply_form = form
+            if await self._steps(inputs, last=False):
+                return await self._group_end()
+            inputs = []
+        if not await self._auto_replies():
+            await self._stopping("done")
+        return await self._group_end()
+
+    async def _group_end(self) -> TurnEnded:
+        self.speak_as(None)
+        return await self._end("completed")
+
+    async def _auto_replies(self) -> bool:
+        """Auto mode: members answer each other until the bound; a cancel stops it (the turn
+        ends cancelled). True when the step limit stopped the turn."""
+        group = self.held.state.binding.group
+        if group is None or self.cast is None or not group.auto_mode:
+            return False
+        state = self.held.state
+        for index in range(group.auto_bound):
+            await self._auto_pause(group.auto_delay_seconds)
+            member = self.cast.next_auto(state.session_id, self.draft.turn, index, self.held.events)
+            if member is None:
+                return False
+            self.speak_as(member)
+            if await self._steps([], last=False):
+                return True
+        return False
+
+    async def _auto_pause(self, seconds: float) -> None:
+        """The delay between auto replies; a cancel during it ends the turn."""
+        await self.held.append()  # what was said so far is durable while the group waits
+        if seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.cancel.wait(), timeout=seconds)
+        if self.cancel.is_set():
+            raise TurnCancelled
 
     async def _greet(self) -> None:
         """A new chat opens with the character's greeting, before anything is said."""
         state = self.held.state
         assets = Assets(self.rpc, state.session_id, state.binding)
         payload = await greeting_payload(assets, self.deps.clock)
-        if payload is not None:
-            self.stage(self.draft(AssistantMessage, payload, form=GREETING))
+        if payload is None:
+            return
+        first = state.binding.character_id
+        if self.cast is not None and first is not None:  # a group: its first member greets
+            payload = payload.model_copy(update={"speaker": self.cast.speaker(first)})
+            self.stage(self.draft(AssistantMessage, payload, form=GREETING, actor_id=first))
+            return
+        self.stage(self.draft(AssistantMessage, payload, form=GREETING))
 
     def _access_refusal(self, claimed: list[PendingInput]) -> str | None:
         """A message or command from someone the session does not belong to: the turn is
@@ -325,13 +425,15 @@ class TurnRunner:
 
     # --- steps ------------------------------------------------------------------------------
 
-    async def _steps(self, claimed: list[PendingInput]) -> None:
+    async def _steps(self, claimed: list[PendingInput], last: bool = True) -> bool:
+        """Steps until the reply is done; `last`: the turn stops after it. True when the
+        turn's step limit stopped it."""
         inputs, reminders = claimed, list[str]()
         claims: tuple[ClaimedInput, ...] = ()
         while True:
             if self.progress.steps >= self.deps.options.max_steps_per_turn:
                 await self._stopping("max_steps")
-                return
+                return True
             final, outcomes = await self._step(inputs, claims, reminders)
             reminders = [o.reminder for o in outcomes if o.reminder]
             if self.cancel.is_set():
@@ -343,8 +445,9 @@ class TurnRunner:
             inputs, claims = [], ()
             if final.tool_calls and not any(o.concludes_turn for o in outcomes):
                 continue
-            await self._stopping("done")
-            return
+            if last:
+                await self._stopping("done")
+            return False
 
     async def _step(
         self, inputs: list[PendingInput], claims: tuple[Any, ...], reminders: list[str]
@@ -516,7 +619,9 @@ class TurnRunner:
         router = self.deps.router
         target = router.targets("chat")[0]
         provider = router.provider(target)
-        messages = plan.messages()
+        if self.speaker is not None:
+            plan = self._for_speaker(plan, self.speaker)
+        messages, params = plan.messages(), plan.params
         if plan.projection is not None:
             self.stage(self.draft(RequestProjection, projection_payload(plan)))
         payload = AgentRequestPayload(
@@ -529,7 +634,7 @@ class TurnRunner:
             tool_names=tuple(t["function"]["name"] for t in plan.tools),
             token_estimate=plan.estimate(),
             context_window=router.context_window("chat"),
-            params=plan.params,
+            params=params,
         )
         self.stage(self.draft(AgentRequest, payload))  # written while the request goes out
         request = ChatRequest(model=target.model, messages=messages, tools=plan.tools, route="chat")
@@ -547,6 +652,39 @@ class TurnRunner:
             )
         return outcome.final
 
+    def _for_speaker(self, plan: RequestPlan, speaker: Speaker) -> RequestPlan:
+        """A group member's request: the roster in the system prompt and (agent-tavern) the
+        others' lines as named history; `params` say so, for the rebuild."""
+        names = self.cast.names if self.cast is not None else {}
+        others = [n for cid, n in names.items() if cid != speaker.character_id]
+        system = f"{plan.system}\n\n{group_note(speaker.name, others)}"
+        params = {**plan.params, "system": system, "speaker": speaker.name}
+        history = plan.history if "st" in params else for_member(plan.history, speaker.name)
+        return replace(plan, system=system, params=params, history=history, history_tokens=None)
+
+    def _scene_group(self, speaker: Speaker) -> dict[str, Any]:
+        """The group as `tavern_scene_get` shows it to the member speaking now."""
+        group = self.held.state.binding.group
+        names = self.cast.names if self.cast is not None else {}
+        members = group.members if group is not None else ()
+        muted = set(group.disabled) if group is not None else set()
+        said = [line.speaker for line in chat_lines(self.held.events) if line.speaker]
+        last = said[-1] if said else None
+        return {
+            "name": group.name if group is not None else "",
+            "activation": group.activation if group is not None else None,
+            "members": [
+                {
+                    "characterId": m.character_id,
+                    "name": names.get(m.character_id, m.character_id),
+                    "muted": m.character_id in muted,
+                }
+                for m in members
+            ],
+            "speaking": speaker.name,
+            "lastSpeaker": names.get(last, last) if last is not None else None,
+        }
+
     async def _partial(self, text: str, reasoning: str) -> None:
         if not text.strip():
             return
@@ -555,6 +693,7 @@ class TurnRunner:
             reasoning_content=reasoning or None,
             finish_reason="cancelled",
             partial=True,
+            speaker=self.speaker,
         )
         self.stage(self.draft(AssistantMessage, payload, source="host"))
 
@@ -570,6 +709,7 @@ class TurnRunner:
             finish_reason=finish_reason_of(final.finish_reason),
             provider=final.provider,
             model=final.model,
+            speaker=self.speaker,
         )
         form, self.reply_form = self.reply_form, None  # only the first reply is the swipe
         self.stage(self.draft(AssistantMessage, payload, source="host", form=form))
@@ -582,6 +722,9 @@ class TurnRunner:
         calls = [ToolCallRequest(c.id, c.name, c.arguments) for c in final.tool_calls]
         pipeline = self.deps.pipeline
         binding = vars(self.held.state.binding).copy()
+        if self.speaker is not None:  # a group member's tools read its own card and lore
+            binding["character_id"] = self.speaker.character_id
+            binding["scene_group"] = self._scene_group(self.speaker)
 
         def context(call: ToolCallRequest) -> ToolContext:
             return ToolContext(

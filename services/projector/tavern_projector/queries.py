@@ -7,7 +7,7 @@ import json
 import random
 from typing import Any
 
-from tavern_projector.domain import activation, history
+from tavern_projector.domain import activation, history, stformat
 from tavern_projector.domain.activation import Book, Message, ScanSettings
 from tavern_projector.domain.history import Scope, validated
 from tavern_projector.domain.requests import (
@@ -106,11 +106,12 @@ async def character_get(pool: Pool, raw: Any) -> dict[str, Any]:
 
 async def _asset_row(conn: Any, request: CharacterRequest) -> Any:
     table = "characters" if request.kind == "character" else "personas"
+    avatar = "file_stem" if request.kind == "character" else "NULL AS file_stem"
     wanted = request.character or await _bound_asset(conn, request)
     if wanted is None:
         raise BadRequest("character: give a character (id or name) or a session with one")
     row = await conn.fetchrow(
-        f"""SELECT asset_id, name, content, content_hash FROM projector.{table}
+        f"""SELECT asset_id, name, content, content_hash, {avatar} FROM projector.{table}
             WHERE asset_id = $1 OR lower(name) = lower($1)
             ORDER BY asset_id = $1 DESC LIMIT 1""",
         wanted,
@@ -152,12 +153,20 @@ def _fields_reply(request: CharacterRequest, row: Any, values: dict[str, Any]) -
         "name": row["name"],
         "fields": fields,
         "truncated": truncated,
+        "avatar": _avatar(request, row),
         "source": {
             "kind": f"tavern-{request.kind}",
             "id": row["asset_id"],
             "hash": row["content_hash"],
         },
     }
+
+
+def _avatar(request: CharacterRequest, row: Any) -> str | None:
+    """The card's file in SillyTavern's layout (as `tavern st export` names it)."""
+    if request.kind != "character":
+        return None
+    return f"{row['file_stem'] or stformat.safe_name(str(row['name']), 'character')}.png"
 
 
 def _json(value: Any) -> dict[str, Any]:

@@ -65,8 +65,9 @@ async def test_a_user_folder_is_imported_then_skipped_on_a_second_run(
     assert "persona 'Keeper'" in out
     assert "8 lines as session" in out
     assert "1 lines as session" in out
-    assert "group chats are not imported yet" in out
-    assert "6 imported, 2 skipped, 0 refused" in out
+    assert "group 'Mira and Tamsin': 1 members, read for its 1 chats" in out
+    assert "2 lines as session" in out, "the group chat"
+    assert "7 imported, 1 skipped, 0 refused" in out
     session_id = session_of(LONG)
     log = await projector.bus.log(session_id)
     assert [e.type for e in log[:3]] == ["session/created", "turn/start", "chat/imported"]
@@ -245,7 +246,8 @@ async def test_an_export_is_a_sillytavern_folder_with_the_files_it_would_write(
     out_dir = tmp_path / "exported"
     code, out = await tavern(projector, "st", "export", str(out_dir))
     assert code == 0, out
-    assert "exported 1 characters, 2 chats, 1 worlds, 2 personas" in out
+    # the group chat goes with its first member's chats (not yet as `group chats/`)
+    assert "exported 1 characters, 3 chats, 1 worlds, 2 personas" in out
 
     card = (out_dir / "characters" / "default_Mira.png").read_bytes()
     original = (FIXTURE / "characters" / "default_Mira.png").read_bytes()
@@ -315,3 +317,60 @@ async def test_a_chats_folder_alone_is_bound_to_the_card_imported_before(
     log = await projector.bus.log(session_of(LONG))
     assert log[0].payload.character_id == "mira-a4bd614b", "found by the chat's character name"
     assert log[0].payload.persona_id is None, "no persona Ren is known"
+
+
+async def test_a_group_chat_and_its_definition_are_imported_and_continued(
+    projector: Projector, tmp_path: Path
+) -> None:
+    folder = tmp_path / "default-user"
+    shutil.copytree(FIXTURE, folder)
+    card = json.loads(
+        (Path(__file__).parents[2] / "fixtures" / "cards" / "v2_mira.json").read_text()
+    )
+    card["data"] |= {"name": "Tamsin", "first_mes": "Tamsin squints.", "talkativeness": "0.2"}
+    (folder / "characters" / "Tamsin.json").write_text(json.dumps(card))
+    definition_path = folder / "groups" / "1764625000000.json"
+    definition = json.loads(definition_path.read_text())
+    definition |= {"members": ["default_Mira.png", "Tamsin.png"], "activation_strategy": 1}
+    definition_path.write_text(json.dumps(definition))
+    chat_path = folder / "group chats" / "2026-12-01@22h00m00s.jsonl"
+    lines = chat_path.read_text().split("\n")
+    tamsin = json.loads(lines[-1]) | {
+        "name": "Tamsin",
+        "mes": "Tamsin grunts.",
+        "swipes": ["Tamsin grunts."],
+        "original_avatar": "Tamsin.png",
+        "force_avatar": "/thumbnail?type=avatar&file=Tamsin.png",
+    }
+    chat_path.write_text("\n".join([*lines, json.dumps(tamsin)]))
+    code, out = await tavern(projector, "st", "import", str(folder), "--timezone", "Europe/Berlin")
+    assert code == 0, out
+    assert "3 lines as session" in out, out
+
+    source = f"group chats/{chat_path.name}"
+    session_id = chatimport.session_id_for(
+        source, stchat.parse_chat(chat_path.read_bytes(), group=True)
+    )
+    log = await projector.bus.log(session_id)
+    group = log[0].payload.group
+    assert group is not None
+    assert group.activation == "list"
+    assert [m.talkativeness for m in group.members] == [0.5, 0.2]
+    said = of_type(log, "assistant/message")
+    assert [e.payload.speaker.name for e in said] == ["Mira", "Tamsin"]
+    assert [e.actor_id for e in said] == list(group.member_ids())
+
+    await projector.bus.engine()
+    await projector.bus.say(session_id, "And what now?")
+    log = await projector.bus.turns_ended(session_id, 2)
+    replies = [e for e in of_type(log, "assistant/message") if e.turn == 2]
+    assert [e.actor_id for e in replies] == list(group.member_ids()), "list: both, in order"
+    assert all(e.payload.speaker is not None for e in replies)
+
+    projected = await chat_file(projector, session_id)
+    assert projected[0] == {"chat_metadata": projected[0]["chat_metadata"]}, "a group header"
+    original = [json.loads(x) for x in chat_path.read_text().split("\n")]
+    assert [unmarked(line) for line in projected[1:4]] == original[1:]
+    new = projected[-2:]
+    assert [line["name"] for line in new] == ["Mira", "Tamsin"]
+    assert [line["original_avatar"] for line in new] == ["default_Mira.png", "Tamsin.png"]

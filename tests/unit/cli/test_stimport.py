@@ -23,7 +23,7 @@ def test_a_user_folder_is_assets_first_then_chats_then_groups() -> None:
         "chat",
         "chat",
         "group",
-        "group",
+        "group chat",
     ]
     assert found[0] == ("character", "characters/default_Mira.png", "default_Mira")
     assert {stem for kind, _, stem in found if kind == "chat"} == {"default_Mira"}
@@ -82,8 +82,8 @@ def test_a_check_run_validates_every_file_and_publishes_nothing(tmp_path: Path) 
         ("persona", "valid"),
         ("chat", "valid"),
         ("chat", "valid"),
-        ("group", "skipped"),
-        ("group", "skipped"),
+        ("group", "valid"),
+        ("group chat", "valid"),
     ]
-    assert sum(n for _, n in advanced) == 9, "every chat line counted"
+    assert sum(n for _, n in advanced) == 11, "every chat line counted, group chats too"
     assert importer.characters == {"default_Mira": "mira-a4bd614b"}

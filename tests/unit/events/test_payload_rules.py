@@ -37,7 +37,25 @@ def test_fork_needs_both_parent_and_sequence() -> None:
 
 
 def test_binding_change_must_change_something() -> None:
-    _refused("session/binding-changed", "change something", to_context_mode="dsh-native")
+    _refused(
+        "session/binding-changed", "change something", to_context_mode="dsh-native", group=None
+    )
+
+
+def test_a_group_change_alone_is_a_change() -> None:
+    event = decode(_with_payload("session/binding-changed", to_context_mode="dsh-native"))
+    assert event.payload.group is not None
+
+
+def test_a_group_lists_each_member_once() -> None:
+    group = golden("session/binding-changed")["payload"]["group"]
+    twice = {**group, "members": [*group["members"], group["members"][0]]}
+    _refused("session/binding-changed", "each member once", group=twice)
+
+
+def test_a_disabled_member_is_a_member() -> None:
+    group = golden("session/binding-changed")["payload"]["group"]
+    _refused("session/binding-changed", "not in the group", group={**group, "disabled": ["x"]})
 
 
 def test_offline_provider_must_be_labelled() -> None:

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tavern_events.envelope import Id
+from tavern_events.group import GroupBinding
 from tavern_events.reach import MemoryReach
 from tavern_events.session import SessionBindingChangedPayload, SessionCreatedPayload
 from tavern_loop.domain.state import SessionState
@@ -42,6 +43,8 @@ class CreateArgs(_Args):
     chat_id: Id | None = None
     title: str | None = Field(default=None, max_length=200)
     memory_reach: MemoryReach | None = None
+    group: GroupBinding | None = None
+    """A group chat: its members (the first is the character the chat is filed under)."""
 
 
 class ModeArgs(_Args):
@@ -102,11 +105,16 @@ def created_binding(
         architecture=architecture,
         context_mode=mode,
         chat_id=parsed.chat_id or session_id,
-        character_id=parsed.character_id,
+        character_id=parsed.character_id or _first_member(parsed.group),
         persona_id=parsed.persona_id,
         title=parsed.title,
         memory_reach=parsed.memory_reach,
+        group=parsed.group,
     )
+
+
+def _first_member(group: GroupBinding | None) -> str | None:
+    return group.members[0].character_id if group is not None else None
 
 
 def _mode_for(architecture: str, asked: str | None, default: str) -> str | Refusal | None:
@@ -186,6 +194,7 @@ def _child_created(
         title=title,
         memory_reach=parent.memory_reach,
         owner=parent.owner,
+        group=parent.group,
     )
 
 

@@ -14,12 +14,15 @@ E = TypeVar("E", bound=SessionEvent)
 
 @dataclass
 class Drafter:
-    """Stamps envelopes: session, agent, turn, step, correlation; `seq` is left to the writer."""
+    """Stamps envelopes: session, agent, actor, turn, step, correlation; `seq` is left to the
+    writer."""
 
     session_id: str
     clock: Callable[[], datetime]
     new_id: Callable[[], str]
     agent_id: str = "main"
+    actor_id: str | None = None
+    """In a group chat, the member speaking now (its chunks, calls, replies and steps)."""
     turn: int = 0
     step: int = 0
     correlation_id: str | None = None
@@ -32,6 +35,7 @@ class Drafter:
             "turn": self.turn,
             "step": self.step,
             "agent_id": self.agent_id,
+            "actor_id": self.actor_id,
             "correlation_id": self.correlation_id,
             "payload": payload,
         }

@@ -108,6 +108,8 @@ class Surface:
         if not payload.content and not calls:
             return  # an empty answer only hosts usage
         message: Message = {"role": "assistant", "content": payload.content or None}
+        if payload.speaker is not None:  # a group chat's member: whose line this is
+            message["name"] = payload.speaker.name
         if calls:
             message["tool_calls"] = calls
         ids = tuple(c.id for c in payload.tool_calls)

@@ -12,6 +12,7 @@ from typing import Any
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.request import AgentRequest, RequestProjection
+from tavern_loop.domain.groupchat import for_member
 from tavern_loop.domain.history import Message, surface_of
 from tavern_loop.domain.projection import project
 from tavern_loop.domain.stchat import st_chat
@@ -30,7 +31,11 @@ def rebuild_request(log: Sequence[SessionEvent], agent_request_seq: int) -> list
     system: Message = {"role": "system", "content": params.get("system", "")}
     if isinstance(params.get("st"), dict):
         return [system, *rebuild_st(st_chat(before), params["st"])]
-    return [system, *_history(before)]
+    history = _history(before)
+    speaker = params.get("speaker")
+    if isinstance(speaker, str):  # a group member's request: the others' lines named
+        history = for_member(history, speaker)
+    return [system, *history]
 
 
 def _request_at(log: Sequence[SessionEvent], seq: int) -> AgentRequest:

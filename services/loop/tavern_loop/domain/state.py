@@ -6,6 +6,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from tavern_events.envelope import SessionEvent
+from tavern_events.group import (
+    GroupBinding,
+    MemberAdded,
+    MemberMuted,
+    MemberRemoved,
+    MemberUnmuted,
+    apply_member_event,
+)
 from tavern_events.message import AssistantMessage
 from tavern_events.parts import ClaimedInput
 from tavern_events.reach import MemoryReach
@@ -26,6 +34,8 @@ class Binding:
     memory_reach: MemoryReach | None = None
     owner: str = "local"
     """The user the session belongs to (`session/created`); only they may send it input."""
+    group: GroupBinding | None = None
+    """A group chat's members and speaker rules, as its membership events left them."""
 
 
 @dataclass
@@ -67,6 +77,12 @@ class SessionState:
         elif isinstance(event, SessionBindingChanged):
             p = event.payload
             self.binding = _replace(self.binding, p.to_architecture, p.to_context_mode)
+            if p.group is not None:
+                self.binding = replace(self.binding, group=p.group)
+        elif isinstance(event, MemberAdded | MemberRemoved | MemberMuted | MemberUnmuted):
+            if self.binding.group is not None:
+                group = apply_member_event(self.binding.group, event)
+                self.binding = replace(self.binding, group=group)
         elif isinstance(event, TurnStarted):
             self.last_turn = event.turn
             self.open_turn = OpenTurn(event.turn, start_seq=event.seq)
@@ -88,6 +104,7 @@ class SessionState:
             p.agent_id,
             p.memory_reach,
             p.owner,
+            p.group,
         )
 
     def _claim(self, claimed: Iterable[ClaimedInput]) -> None:

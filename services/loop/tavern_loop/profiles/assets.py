@@ -43,6 +43,24 @@ class Assets:
             return None
         return await self._fields("character", self.binding.character_id, fields, max_chars)
 
+    async def member(self, character_id: str) -> tuple[str, str | None] | None:
+        """A group chat member's name and card file (SillyTavern's avatar), by id; None: no
+        such card."""
+        body = {
+            "session_id": self.session_id,
+            "character": character_id,
+            "kind": "character",
+            "fields": ["name"],
+            "max_chars": 128,
+        }
+        reply = await self._call("character.get", body)
+        if reply is None:
+            return None
+        name, avatar = reply.get("name"), reply.get("avatar")
+        if not isinstance(name, str) or not name.strip():
+            return None
+        return name, avatar if isinstance(avatar, str) else None
+
     async def persona(self, max_chars: int) -> dict[str, Any] | None:
         if self.binding.persona_id is None:
             return None

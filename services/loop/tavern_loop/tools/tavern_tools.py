@@ -282,10 +282,21 @@ def scene_get() -> Tool:
     spec = _spec(
         "tavern_scene_get",
         "Read the current scene: character, user, scenario, chat and message counts, the "
-        "session's architecture and context mode.",
+        "session's architecture and context mode; in a group chat also its members (muted or "
+        "not), who is speaking now and who spoke last.",
         _object({"maxChars": _int(8000, 1200)}),
     )
-    return _adapter(spec, "projector", "scene.get", _scene_body, _scene_shape)
+    projected = _adapter(spec, "projector", "scene.get", _scene_body, _scene_shape)
+
+    async def run(args: Any, ctx: ToolContext) -> ToolOutput:
+        out = await projected.handler(args, ctx)
+        group = ctx.binding.get("scene_group")
+        if not out.ok or out.data is None or not isinstance(group, dict):
+            return out
+        data = {**out.data, "group": group}
+        return ToolOutput(json.dumps(data, ensure_ascii=False), data=data)
+
+    return Tool(spec, run)
 
 
 # --- acp_query ------------------------------------------------------------------------------------

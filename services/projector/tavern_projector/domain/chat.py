@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any
+from urllib.parse import quote
 
 from tavern_events.chat import ChatImported, ChatLine
 from tavern_events.envelope import SessionEvent
@@ -38,6 +39,8 @@ from tavern_projector.domain import stformat, swipes
 REDACTED = "[redacted]"
 GREETING = "greeting"
 PROVENANCE = "agentTavern"
+URI_SAFE = "-_.!~*'()"
+"""What JavaScript's encodeURIComponent leaves as it is."""
 
 
 @dataclass(frozen=True)
@@ -211,13 +214,14 @@ def greeting_line(state: ChatState, event: AssistantMessage, tz: tzinfo) -> dict
     payload = event.payload
     mark = provenance(state.binding, event)
     line: dict[str, Any] = {
-        "name": state.binding.character,
+        "name": speaker_name(state, event),
         "is_user": False,
         "is_system": False,
         "send_date": stformat.send_date(event.ts, tz),
         "mes": _redacted(state, event, mark, payload.content),
         "extra": {PROVENANCE: mark},
     }
+    line |= avatar_fields(event)
     if payload.swipes:
         alternates = list(payload.swipes)
         line |= {"swipe_id": 0, "swipes": alternates, "swipe_info": []}
@@ -310,15 +314,34 @@ def assistant_line(state: ChatState, event: AssistantMessage, tz: tzinfo) -> dic
     swipe = {"send_date": sent, "gen_started": started, "gen_finished": finished}
     return {
         "extra": extra,
-        "name": state.binding.character,
+        "name": speaker_name(state, event),
         "is_user": False,
         "send_date": sent,
         "mes": mes,
+        **avatar_fields(event),
         "gen_started": started,
         "gen_finished": finished,
         "swipe_info": [{**swipe, "extra": swipe_extra}],
         "swipe_id": 0,
         "swipes": [mes],
+    }
+
+
+def speaker_name(state: ChatState, event: AssistantMessage) -> str:
+    """Who the line is from: a group chat's speaking member, else the chat's character."""
+    speaker = event.payload.speaker
+    return speaker.name if speaker is not None else state.binding.character
+
+
+def avatar_fields(event: AssistantMessage) -> dict[str, Any]:
+    """A group chat line's speaker card, as SillyTavern writes it (`original_avatar`, the
+    card file; `force_avatar`, its thumbnail URL)."""
+    speaker = event.payload.speaker
+    if speaker is None or speaker.avatar is None:
+        return {}
+    return {
+        "original_avatar": speaker.avatar,
+        "force_avatar": "/thumbnail?type=avatar&file=" + quote(speaker.avatar, safe=URI_SAFE),
     }
 
 

@@ -1,0 +1,54 @@
+"""A group chat as one member sees it (pure): the chat's lines by speaker, and the request
+history rewritten for the member about to speak.
+
+The member's own replies stay `assistant`; the other members' lines become named `user` lines
+(`Cael: ...`), so each request is the speaking member's own voice answering the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tavern_events.envelope import SessionEvent
+from tavern_events.message import AssistantMessage, UserMessage
+from tavern_loop.domain.history import Message
+from tavern_loop.domain.speakers import Line
+
+
+def chat_lines(events: Iterable[SessionEvent]) -> list[Line]:
+    """What was said, in order: the user's messages (speaker None) and the members' replies
+    (speaker: the member's character id). Injected context and empty replies are not lines."""
+    lines: list[Line] = []
+    for event in events:
+        if isinstance(event, UserMessage) and event.form is None:
+            lines.append(Line(None, event.payload.text))
+        elif isinstance(event, AssistantMessage) and event.payload.content:
+            lines.append(Line(event.actor_id, event.payload.content))
+    return lines
+
+
+def for_member(messages: list[Message], speaker: str) -> list[Message]:
+    """`messages` for member `speaker` (a display name): the others' replies as named lines."""
+    shown: list[Message] = []
+    for message in messages:
+        name = message.get("name")
+        if message.get("role") != "assistant" or name is None:
+            shown.append(message)
+            continue
+        own = {k: v for k, v in message.items() if k != "name"}
+        if name == speaker or own.get("tool_calls"):
+            shown.append(own)
+        else:
+            shown.append({"role": "user", "content": f"{name}: {own.get('content') or ''}"})
+    return shown
+
+
+GROUP_NOTE = (
+    "[Group chat with {others}. Write the next reply only as {name}; the others' lines are "
+    'shown as "Name: text".]'
+)
+
+
+def group_note(name: str, others: list[str]) -> str:
+    """The system prompt's last line for member `name` (SillyTavern's group nudge)."""
+    return GROUP_NOTE.format(name=name, others=", ".join(others) or "nobody else")

@@ -1,0 +1,282 @@
+"""Group chats on a running loop and projector: who speaks each turn, by strategy (seeded),
+explicit choices, membership changes at a turn boundary, auto mode, replay."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tavern_events.envelope import SessionEvent
+from tavern_events.group import GroupBinding
+from tavern_events.turn import TurnStarted
+from tavern_loop.domain.groupchat import chat_lines
+from tavern_loop.domain.speakers import Line, choose, turn_rng
+from tavern_loop.options import ProfileOptions
+from tavern_loop.tools.policy import profile_tools
+from tavern_projector import importer, operations
+from tavern_projector.core import options_of
+from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
+from tests.integration.profiles.conftest import check_rebuilt, command, ended
+from tests.integration.projector.conftest import Projector
+from tests.integration.projector.scenes import files
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+CARDS = Path(__file__).resolve().parents[2] / "fixtures" / "cards"
+CAST = (("Mira", 0.9), ("Cael", 0.4), ("Oren", 0.6), ("Ines", 0.5))
+LINES = (
+    "Good evening, all of you.",
+    "Cael, is the lamp lit?",
+    "What do you make of the storm?",
+    "Oren, tell me about the cliffs.",
+    "Does anyone know the keeper?",
+    "Mira and Oren: who rang the bell?",
+    "I will wait by the fire.",
+    "Is the tide coming in?",
+    "Ines, are you there?",
+    "Good night.",
+)
+
+
+async def cast(projector: Projector, tmp_path: Path) -> dict[str, str]:
+    """Four cards imported (name -> character id), each its own name and talkativeness."""
+    card = json.loads((CARDS / "v2_mira.json").read_text())
+    ids: dict[str, str] = {}
+    for name, talk in CAST:
+        data = {**card["data"], "name": name, "talkativeness": str(talk)}
+        data["first_mes"] = f"{name} looks up."
+        data["alternate_greetings"] = []
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**card, "data": data}))
+        published = await importer.import_file(projector.bus.js, path, projector.settings.data_dir)
+        ids[name] = published.asset.asset_id
+    await projector.caught_up("assets")
+    return ids
+
+
+def group(ids: dict[str, str], members: Sequence[str], **settings: Any) -> dict[str, Any]:
+    talk = dict(CAST)
+    listed = [{"character_id": ids[n], "talkativeness": talk[n]} for n in members]
+    return {"group_id": "g_cael", "name": "Cael Point", "members": listed, **settings}
+
+
+async def create(projector: Projector, session: str, binding: dict[str, Any], **more: Any) -> None:
+    await command(projector.bus, session, "create", group=binding, **more)
+
+
+def replies(events: Sequence[SessionEvent], turn: int | None = None) -> list[Any]:
+    found = of_type(events, "assistant/message")
+    return [e for e in found if e.form is None and (turn is None or e.turn == turn)]
+
+
+def replayed(events: Sequence[SessionEvent], binding: GroupBinding, names: dict[str, str]) -> None:
+    """The speakers chosen again from the log alone (the pure choice, the same seed) are the
+    ones that spoke, and every reply names its speaker."""
+    starts = [e for e in events if isinstance(e, TurnStarted) and e.payload.speakers is not None]
+    for start in starts:
+        before = [e for e in events if e.seq < start.seq]
+        said = [
+            Line(None, e.payload.text)
+            for e in of_type(events, "user/message")
+            if e.turn == start.turn and e.form is None
+        ]
+        if not said:
+            continue
+        history = [*chat_lines(before), *said]
+        rng = turn_rng(start.session_id, start.turn)
+        again = choose(binding, names, history, rng, user_input=True)
+        assert again == start.payload.speakers, f"turn {start.turn}"
+        assert [e.actor_id for e in replies(events, start.turn)] == list(again)
+    for reply in replies(events):
+        assert reply.payload.speaker is not None
+        assert reply.payload.speaker.character_id == reply.actor_id
+        assert reply.payload.content.startswith(f"{reply.payload.speaker.name} here. ")
+
+
+async def chat_lines_of(projector: Projector, session: str) -> list[dict[str, Any]]:
+    await projector.caught_up("chat")
+    row = await projector.chat_row(session)
+    lines = projector.chat_file(row["chat_key"]).read_text().splitlines()
+    return [json.loads(line) for line in lines[1:]]
+
+
+async def replayed_files(projector: Projector) -> None:
+    """Deleting the chat files and replaying the logs writes the same group chat again."""
+    before = files(projector.chats)
+    shutil.rmtree(projector.chats)
+    options = options_of(projector.settings)
+    chosen = operations.plan("chat")
+    await operations.replay(projector.pool, projector.bus.js, options, chosen, lambda _: None)
+    assert files(projector.chats) == before
+
+
+async def ten_turns(projector: Projector, session: str) -> list[SessionEvent]:
+    for index, text in enumerate(LINES):
+        await projector.bus.say(session, text)
+        await projector.bus.turns_ended(session, index + 2)
+    return await projector.bus.turns_ended(session, len(LINES) + 1)
+
+
+@pytest.mark.parametrize("activation", ["natural", "list", "pooled"])
+async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
+    projector: Projector, tmp_path: Path, activation: str
+) -> None:
+    ids = await cast(projector, tmp_path)
+    names = {cid: name for name, cid in ids.items()}
+    model = RecordingProvider()
+    await projector.bus.engine(router=recording_router(model))
+    binding = group(ids, ["Mira", "Cael", "Oren", "Ines"], disabled=[ids["Ines"]])
+    binding["activation"] = activation
+    await create(projector, "grp", binding)
+    events = await ten_turns(projector, "grp")
+
+    (greeting,) = of_type(events, "assistant/message")[:1]
+    assert (greeting.form, greeting.actor_id, greeting.payload.content) == (
+        "greeting",
+        ids["Mira"],
+        "Mira looks up.",
+    )
+    spoke = [e.actor_id for e in replies(events)]
+    assert ids["Ines"] not in spoke, "a disabled member never speaks, not even when named"
+    assert set(spoke) == {ids["Mira"], ids["Cael"], ids["Oren"]}
+    replayed(events, GroupBinding.model_validate(binding), names)
+    lines = await chat_lines_of(projector, "grp")
+    said = [line for line in lines if not line["is_user"]]
+    assert len(said) == len(replies(events)) + 1, "the greeting and every reply"
+    for line, reply in zip(said[1:], replies(events), strict=True):
+        assert line["name"] == names[reply.actor_id]
+        assert line["original_avatar"] == f"{names[reply.actor_id]}.png"
+        assert line["force_avatar"] == f"/thumbnail?type=avatar&file={line['original_avatar']}"
+    await replayed_files(projector)
+    check_rebuilt(events, model.chat())
+    if activation == "list":
+        assert all(len(replies(events, t)) == 3 for t in range(2, 12))
+    if activation == "pooled":
+        assert all(len(replies(events, t)) == 1 for t in range(2, 12))
+    if activation == "natural":  # named members answer first, in the order named
+        assert replies(events, 3)[0].actor_id == ids["Cael"]
+        assert [e.actor_id for e in replies(events, 7)][:2] == [ids["Mira"], ids["Oren"]]
+    heard(events, model.chat(), names)
+
+
+def heard(events: Sequence[SessionEvent], sent: list[list[dict[str, Any]]], names: Any) -> None:
+    """A member who answers after another in the same turn hears it as a named line, and is
+    told to speak only as itself."""
+    asked = dict(zip([r.seq for r in of_type(events, "agent/request")], sent, strict=True))
+    checked = 0
+    for turn in {e.turn for e in replies(events)}:
+        said = replies(events, turn)
+        for first, second in itertools.pairwise(said):
+            (request,) = [
+                r
+                for r in of_type(events, "agent/request")
+                if r.step == second.step and r.turn == turn
+            ]
+            messages = asked[request.seq]
+            line = f"{names[first.actor_id]}: {first.payload.content}"
+            assert messages[-1] == {"role": "user", "content": line}
+            name = names[second.actor_id]
+            assert f"Write the next reply only as {name};" in messages[0]["content"]
+            checked += 1
+    assert checked or all(len(replies(events, t)) < 2 for t in {e.turn for e in events})
+
+
+async def test_manual_waits_for_the_users_choice_and_members_change_at_a_boundary(
+    projector: Projector, tmp_path: Path
+) -> None:
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine()
+    await create(projector, "man", group(ids, ["Mira", "Cael"], activation="manual"))
+    await projector.bus.say("man", "Cael, are you awake?")
+    events = await projector.bus.turns_ended("man", 2)
+    assert replies(events, 2) == []
+    assert ended(events, 2).payload.reason == "no speaker"
+
+    await command(projector.bus, "man", "speak", name="cael")
+    events = await projector.bus.turns_ended("man", 3)
+    (reply,) = replies(events, 3)
+    assert reply.actor_id == ids["Cael"]
+    assert reply.payload.content.startswith('Cael here. You asked: "Cael, are you awake?"')
+
+    await command(projector.bus, "man", "member", action="add", character_id=ids["Oren"])
+    await command(projector.bus, "man", "member", action="mute", character_id=ids["Cael"])
+    await command(projector.bus, "man", "group", activation="list")
+    await command(projector.bus, "man", "speak", name="Cael")
+    await command(projector.bus, "man", "speak", name="Zed")
+    await projector.bus.say("man", "Who is here now?")
+    events = await projector.bus.turns_ended("man", 9)
+    assert of_type(events, "group/member-added")[0].turn == 4
+    assert of_type(events, "group/member-muted")[0].turn == 5
+    assert ended(events, 7).payload.outcome == "rejected"
+    assert ended(events, 7).payload.reason == "Cael is muted in this group"
+    assert "no member called 'Zed'" in (ended(events, 8).payload.reason or "")
+    assert [e.actor_id for e in replies(events, 9)] == [ids["Mira"], ids["Oren"]]
+
+
+async def test_auto_mode_stops_at_its_bound_and_on_cancel(
+    projector: Projector, tmp_path: Path
+) -> None:
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine()
+    members = ["Mira", "Cael", "Oren"]
+    bounded = group(ids, members, activation="pooled", auto_mode=True, auto_bound=4)
+    bounded["auto_delay_seconds"] = 0
+    await create(projector, "auto", bounded)
+    await projector.bus.say("auto", "Talk amongst yourselves.")
+    events = await projector.bus.turns_ended("auto", 2)
+    spoke = [e.actor_id for e in replies(events, 2)]
+    assert len(spoke) == 1 + 4, "the chosen member, then four answers to each other"
+    assert all(a != b for a, b in itertools.pairwise(spoke)), "no self-responses"
+    assert ended(events, 2).payload.outcome == "completed"
+
+    endless = group(ids, members, activation="natural", auto_mode=True, auto_bound=100)
+    endless["auto_delay_seconds"] = 0.3
+    await create(projector, "auto2", endless)
+    await projector.bus.say("auto2", "Talk amongst yourselves.")
+
+    async def answered() -> list[SessionEvent] | None:
+        events = await projector.bus.log("auto2")
+        return events if len(replies(events, 2)) >= 3 else None
+
+    await eventually(answered, timeout=20)
+    await projector.bus.cancel("auto2")
+    events = await projector.bus.turns_ended("auto2", 2)
+    assert ended(events, 2).payload.outcome == "cancelled"
+    assert 3 <= len(replies(events, 2)) < 20
+
+
+async def test_a_members_tools_read_its_own_card(projector: Projector, tmp_path: Path) -> None:
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine(tools=profile_tools(ProfileOptions()))
+    await create(projector, "tools", group(ids, ["Mira", "Cael"], activation="manual"))
+    await projector.bus.say("tools", 'call tavern_character_get with {"fields": ["name"]}')
+    await command(projector.bus, "tools", "speak", name="Cael")
+    events = await projector.bus.turns_ended("tools", 3)
+    (call,) = of_type(events, "tool/call")
+    (result,) = of_type(events, "tool/result")
+    assert call.actor_id == result.actor_id == ids["Cael"]
+    assert '"name": "Cael"' in result.payload.content
+    assert [e.actor_id for e in replies(events, 3)] == [ids["Cael"], ids["Cael"]]
+
+    await command(projector.bus, "tools", "member", action="mute", character_id=ids["Mira"])
+    await projector.bus.say("tools", "call tavern_scene_get with {}")
+    await command(projector.bus, "tools", "speak", name="Cael")
+    events = await projector.bus.turns_ended("tools", 6)
+    scene = json.loads(of_type(events, "tool/result")[-1].payload.content)
+    assert scene["group"] == {
+        "name": "Cael Point",
+        "activation": "manual",
+        "members": [
+            {"characterId": ids["Mira"], "name": "Mira", "muted": True},
+            {"characterId": ids["Cael"], "name": "Cael", "muted": False},
+        ],
+        "speaking": "Cael",
+        "lastSpeaker": "Cael",
+    }
