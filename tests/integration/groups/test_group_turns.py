@@ -19,8 +19,9 @@ from tavern_loop.domain.groupchat import chat_lines
 from tavern_loop.domain.speakers import Line, choose, turn_rng
 from tavern_loop.options import ProfileOptions
 from tavern_loop.tools.policy import profile_tools
-from tavern_projector import importer, operations
+from tavern_projector import operations
 from tavern_projector.core import options_of
+from tavern_runtime.cards import importer
 from tests.integration.loop.checks import RecordingProvider, of_type, recording_router
 from tests.integration.profiles.conftest import check_rebuilt, command, ended
 from tests.integration.projector.conftest import Projector
