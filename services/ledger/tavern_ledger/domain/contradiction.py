@@ -187,7 +187,7 @@ _EMPLOYER = re.compile(
 """An employer named as the value ("works at Microsoft", "an engineer at Google")."""
 _SELF_EN = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself", "we", "our"})
 _NOT_NAMES = frozenset(
-    {
+    [
         "actually",
         "correction",
         "update",
@@ -259,10 +259,10 @@ _NOT_NAMES = frozenset(
         "october",
         "november",
         "december",
-    }
+    ]
 )
 _CORRECTION_WORDS = frozenset(
-    {
+    [
         "actually",
         "correction",
         "update",
@@ -289,7 +289,7 @@ _CORRECTION_WORDS = frozenset(
         "recently",
         "these",
         "days",
-    }
+    ]
 )
 _EN_NOT = re.compile(
     r"\b(?:not|n't|no longer|instead of)\s+(?:a |an |the |at |in |on |called )?([a-z0-9]+)"
