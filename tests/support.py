@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
@@ -55,6 +55,34 @@ def auth(principal: Any = None) -> dict[str, str]:
     from tavern_runtime.auth import Credentials
 
     return Credentials(TEST_AUTH_KEY.encode()).headers(principal or principals.OPERATOR)
+
+
+class Signed(Mapping[str, str]):
+    """Headers of `principal` signed whenever they are read. A module-level constant holding
+    `as_user(...)` would carry a token minted when the tests were collected, expired (tokens
+    live five minutes) by the time a long run reaches the test."""
+
+    def __init__(self, principal: Any = None) -> None:
+        self._principal = principal
+
+    def _headers(self) -> dict[str, str]:
+        return auth(self._principal)
+
+    def __getitem__(self, key: str) -> str:
+        return self._headers()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._headers())
+
+    def __len__(self) -> int:
+        return len(self._headers())
+
+
+def signed_user(name: str) -> Signed:
+    """`as_user(name)`, signed afresh each time it is used."""
+    from tavern_runtime import principals
+
+    return Signed(principals.user(name))
 
 
 def as_user(name: str) -> dict[str, str]:

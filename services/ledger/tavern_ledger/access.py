@@ -10,8 +10,9 @@ then find the owner of what the request names, then the ownership rule of
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
+from tavern_ledger.domain.extract import SessionFacts
 from tavern_ledger.domain.records import AuditEntry
 from tavern_ledger.store import audit
 from tavern_ledger.stores import owners
@@ -34,9 +35,16 @@ REMEMBERED_OWNERS = 16_384
 one `session/created`), so recall and the store RPCs need not ask Postgres each time."""
 
 
+Creation = Callable[[str], Awaitable[SessionFacts | None]]
+"""A session's facts from the `session/created` in its log (None: the log has none)."""
+
+
 class Access:
-    def __init__(self, credentials: Credentials, pool: PoolSource) -> None:
+    def __init__(
+        self, credentials: Credentials, pool: PoolSource, creation: Creation | None = None
+    ) -> None:
         self._credentials, self._pool = credentials, pool
+        self._creation = creation
         self._owners: OrderedDict[str, str] = OrderedDict()
 
     async def principal(self, headers: Mapping[str, str] | None, op: str) -> Principal:
@@ -64,6 +72,11 @@ class Access:
             return known
         async with connection(self._pool) as conn:
             owner = await owners.of_session(conn, session_id)
+        if owner is None and self._creation is not None:
+            # A new chat's first message often comes before ingestion stored its creation:
+            # its owner is read from its log, where ingestion will read it too.
+            facts = await self._creation(session_id)
+            owner = facts.owner if facts is not None else None
         if owner is not None:
             self._owners[session_id] = owner
             if len(self._owners) > REMEMBERED_OWNERS:

@@ -171,7 +171,7 @@ class Ledger:
             self.pool, recall_settings(settings), self.semantic, creation=self._creation
         )
         self.credentials = credentials or Credentials.of(settings)
-        self.access = Access(self.credentials, self.pool)
+        self.access = Access(self.credentials, self.pool, creation=self._creation)
         self.rights = Rights(self.pool, gate)
         self.transfer = Transfer(self.pool, gate)
         self.observations = Observations(self.pool, gate)

@@ -16,12 +16,12 @@ from tavern_events import subjects
 from tavern_runtime import principals
 from tavern_runtime.auth import Credentials
 from tests.integration.ledger.conftest import LedgerBus
-from tests.support import TEST_AUTH_KEY, as_user, auth, eventually
+from tests.support import TEST_AUTH_KEY, auth, eventually, signed_user
 from tests.unit.ledger.builders import session_created, user_message
 
 pytestmark = pytest.mark.integration
 
-ALICE, BOB = as_user("alice"), as_user("bob")
+ALICE, BOB = signed_user("alice"), signed_user("bob")  # signed when used
 ALICE_SEARCH = {"session_id": "a1", "query": "locker"}
 
 

@@ -16,11 +16,11 @@ from tavern_events.union import encode
 from tavern_runtime import principals
 from tavern_runtime.auth import Credentials
 from tests.integration.loop.conftest import LoopBus
-from tests.support import TEST_AUTH_KEY, as_user, eventually
+from tests.support import TEST_AUTH_KEY, eventually, signed_user
 
 pytestmark = pytest.mark.integration
 
-ALICE, BOB = as_user("alice"), as_user("bob")
+ALICE, BOB = signed_user("alice"), signed_user("bob")  # signed when used
 
 
 def ended(events: list, turn: int) -> tuple[str, str | None]:

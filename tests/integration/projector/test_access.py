@@ -12,11 +12,11 @@ import pytest
 from tavern_runtime import principals
 from tests.integration.projector.conftest import Projector
 from tests.integration.projector.scenes import scripted_turn
-from tests.support import as_user, auth
+from tests.support import auth, signed_user
 
 pytestmark = pytest.mark.integration
 
-ALICE, BOB = as_user("alice"), as_user("bob")
+ALICE, BOB = signed_user("alice"), signed_user("bob")  # signed when used
 
 
 async def alice_and_bob(projector: Projector) -> None:

@@ -154,7 +154,8 @@ def test_the_cli_names_the_field_it_refuses(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 1
-    assert "Mira.png refused: png: truncated" in " ".join(done.stdout.split())
+    said = " ".join((done.stdout + done.stderr).split())  # refusals are one line on stderr
+    assert "Mira.png refused: png: truncated" in said
 
 
 async def test_the_projector_waits_for_its_streams_and_then_consumes(
