@@ -38,7 +38,7 @@ from tavern_runtime.settings import TavernSettings
 from tests.deploy import natsconf
 from tests.deploy.natsconf import Node
 from tests.integration.runtime.builders import step
-from tests.support import eventually
+from tests.support import auth, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -132,9 +132,8 @@ async def _say(js: JetStreamContext, text: str) -> str:
         payload=MessageInputPayload(text=text),
     )
     subject = subjects.session_input(SESSION, "message")
-    headers = {"Nats-Msg-Id": command.input_id}
-
     async def send() -> bool:
+        headers = {"Nats-Msg-Id": command.input_id, **auth()}  # the sender, as the CLI signs
         try:
             await js.publish(subject, encode(command), headers=headers, timeout=2)
         except (nats.errors.Error, TimeoutError):

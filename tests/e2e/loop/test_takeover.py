@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-import nats
 import pytest
 from nats.js import JetStreamContext
 
@@ -22,7 +21,7 @@ from tavern_loop.lease import lease_key
 from tavern_runtime.provision import LEASES, BucketSpec, provision
 from tests.integration.loop.checks import check_log, claims, in_turn, of_type, one, user_texts
 from tests.integration.loop.conftest import LoopBus
-from tests.support import eventually
+from tests.support import TEST_AUTH_KEY, eventually, signed_nats
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -35,6 +34,7 @@ async def replica(nats_url: str, data_dir: Path) -> AsyncIterator[asyncio.subpro
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAVERN_")}
     env.update(
         TAVERN_NATS_URL=nats_url,
+        TAVERN_AUTH_KEY=TEST_AUTH_KEY,  # a service without its key refuses to start
         TAVERN_DATA_DIR=str(data_dir),
         TAVERN_TEST_LEASE_TTL_S=str(LEASE_TTL_S),
         TAVERN_LOG_LEVEL="INFO",
@@ -71,7 +71,7 @@ async def pull_waiters(js: JetStreamContext) -> int:
 async def test_a_killed_holder_turn_is_closed_as_interrupted_by_the_other_replica(
     nats_url: str, tmp_path: Path
 ) -> None:
-    nc = await nats.connect(nats_url)
+    nc = await signed_nats(nats_url)  # inputs carry the operator, as the CLI sends them
     js = nc.jetstream()
     leases = BucketSpec(LEASES.name, ttl_s=LEASE_TTL_S, description=LEASES.description)
     await provision(js, consumers=[dispatch_consumer()], buckets=[leases])
