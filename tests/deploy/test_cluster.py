@@ -132,6 +132,7 @@ async def _say(js: JetStreamContext, text: str) -> str:
         payload=MessageInputPayload(text=text),
     )
     subject = subjects.session_input(SESSION, "message")
+
     async def send() -> bool:
         headers = {"Nats-Msg-Id": command.input_id, **auth()}  # the sender, as the CLI signs
         try:
