@@ -38,10 +38,10 @@ from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session
 from tavern_ledger.domain.ingestion import BatchPlanner, Incoming
 from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.domain.text import TERMS_VERSION, estimate_tokens
+from tavern_ledger.evidence import ingest as ingest_store
+from tavern_ledger.evidence import rows as evidence_store
 from tavern_ledger.ingest import PART, parts, prepare
 from tavern_ledger.ledger import gate_config
-from tavern_ledger.store import evidence as evidence_store
-from tavern_ledger.store import ingest as ingest_store
 from tavern_runtime import principals
 from tavern_runtime.auth import Credentials, connect_signed
 from tavern_runtime.embedded import EmbeddedNats

@@ -23,7 +23,7 @@ from tavern_events.dlq import DeadLetter
 from tavern_events.ids import new_id
 from tavern_ledger import handlers as ledger_handlers
 from tavern_ledger.handlers import consolidation as ledger_consolidation
-from tavern_ledger.stores import rpc as store_rpc
+from tavern_ledger.toolcalls import rpc as store_rpc
 from tavern_projector import handlers as projector_handlers
 from tavern_projector.sources import subject_matches
 from tests.reliability import poison as corpus

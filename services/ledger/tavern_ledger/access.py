@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 
+from tavern_ledger import audit
 from tavern_ledger.domain.extract import SessionFacts
 from tavern_ledger.domain.records import AuditEntry
-from tavern_ledger.store import audit
-from tavern_ledger.stores import owners
-from tavern_ledger.stores.errors import UnknownSession
+from tavern_ledger.scopes import owners
+from tavern_ledger.toolcalls.errors import UnknownSession
 from tavern_ledger.transactions import PoolSource, connection
 from tavern_runtime import principals
 from tavern_runtime.auth import Credentials

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from tavern_ledger import audit, outbox
 from tavern_ledger.domain import lifecycle
 from tavern_ledger.domain.facts import outbox_record, state_changed
 from tavern_ledger.domain.records import AuditEntry
-from tavern_ledger.store import Conn, audit, evidence, outbox
-from tavern_ledger.store.evidence import INDEXED_STATES
+from tavern_ledger.evidence import Conn
+from tavern_ledger.evidence import rows as evidence
+from tavern_ledger.evidence.rows import INDEXED_STATES
 
 
 @dataclass(frozen=True)

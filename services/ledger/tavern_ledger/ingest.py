@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from tavern_ledger import store
 from tavern_ledger.domain.admission import Admitted
 from tavern_ledger.domain.extract import ExtractConfig, SessionFacts
 from tavern_ledger.domain.facts import evidence_appended, outbox_record
@@ -21,7 +20,7 @@ from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.ingestion import BatchPlan, BatchPlanner, Incoming
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import translated
-from tavern_ledger.store import ingest
+from tavern_ledger.evidence import Conn, ingest
 from tavern_ledger.supersession import apply_spoken_corrections
 from tavern_runtime.pg import Pool
 
@@ -115,7 +114,7 @@ class Ingestor:
 
     async def _commit(
         self,
-        conn: store.Conn,
+        conn: Conn,
         parts: Iterable[Sequence[Incoming]],
         sessions: Collection[str],
         through: int,
@@ -139,7 +138,7 @@ class Ingestor:
         return tally.outcome()
 
     async def _write_parts(
-        self, conn: store.Conn, planner: BatchPlanner, parts: Iterable[Sequence[Incoming]]
+        self, conn: Conn, planner: BatchPlanner, parts: Iterable[Sequence[Incoming]]
     ) -> _Tally:
         """Plan and write the batch part by part: Postgres writes one part while the next one
         is planned (the connection runs one statement at a time, each awaited in turn)."""

@@ -25,6 +25,7 @@ from tavern_events.union import Decoded, decode_or_skip
 from tavern_ledger import ingest
 from tavern_ledger.access import Access
 from tavern_ledger.config import LedgerSettings
+from tavern_ledger.consolidation.observations import Observations
 from tavern_ledger.domain.composer import ComposerConfig
 from tavern_ledger.domain.extract import ExtractConfig, SessionFacts, session_facts_of
 from tavern_ledger.domain.gates import GateConfig
@@ -32,13 +33,12 @@ from tavern_ledger.domain.ingestion import Incoming
 from tavern_ledger.domain.limits import Caps, RateLimiter
 from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.errors import StoreUnavailable
+from tavern_ledger.evidence import lexicon
 from tavern_ledger.ingest import Ingestor
-from tavern_ledger.observing import Observations
-from tavern_ledger.recall import Recaller, RecallSettings
+from tavern_ledger.recall.recaller import Recaller, RecallSettings
 from tavern_ledger.relay import Relay
 from tavern_ledger.rights import Rights
 from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
-from tavern_ledger.store import lexicon
 from tavern_ledger.transfer import Transfer
 from tavern_runtime import dlq
 from tavern_runtime.auth import Credentials

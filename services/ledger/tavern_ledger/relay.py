@@ -17,8 +17,8 @@ from nats.errors import Error as NatsError
 from nats.js.api import Header
 
 from tavern_events.streams import LEDGER
+from tavern_ledger import outbox
 from tavern_ledger.errors import translated
-from tavern_ledger.store import outbox
 from tavern_runtime.errors import TavernError, TransientError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool

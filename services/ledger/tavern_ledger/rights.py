@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger import audit, outbox
 from tavern_ledger.changes import Actor, commit_change
 from tavern_ledger.domain import lifecycle
 from tavern_ledger.domain.corrections import correction_row
@@ -18,9 +19,10 @@ from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import InvalidTransition, NotFound
+from tavern_ledger.evidence import Conn, ingest
+from tavern_ledger.evidence import rows as evidence
+from tavern_ledger.evidence.rows import EvidenceFilter
 from tavern_ledger.ingest import Clock, utc_now
-from tavern_ledger.store import Conn, audit, evidence, ingest, outbox
-from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
 CLIP_CHARS = 2000

@@ -9,13 +9,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from tavern_ledger import audit
 from tavern_ledger.changes import Actor, commit_change
 from tavern_ledger.domain import lifecycle
 from tavern_ledger.domain.claims import is_directive
 from tavern_ledger.domain.contradiction import Stated, probe_terms, targets
 from tavern_ledger.domain.extract import SESSION_EVENT_INGEST
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
-from tavern_ledger.store import Conn, audit, evidence
+from tavern_ledger.evidence import Conn
+from tavern_ledger.evidence import rows as evidence
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)

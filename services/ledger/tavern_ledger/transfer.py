@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger import audit, outbox
 from tavern_ledger.changes import Actor
 from tavern_ledger.domain import portability as port
 from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import RequestInvalid, StoreRejected, translated
+from tavern_ledger.evidence import Conn, observations, portable
+from tavern_ledger.evidence import rows as evidence
 from tavern_ledger.ingest import Clock, utc_now
-from tavern_ledger.store import Conn, audit, evidence, observations, outbox, portable
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
 MAX_PAGE_BYTES = 400 * 1024

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tavern_ledger.store import lexicon
+from tavern_ledger.evidence import lexicon
 from tests.integration.ledger.conftest import LedgerBus
 from tests.unit.ledger.builders import at, session_created, user_message
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tavern_ledger.store import lexicon
+from tavern_ledger.evidence import lexicon
 from tests.integration.ledger.conftest import LedgerBus
 from tests.unit.ledger.builders import session_created, tool_result, user_message
 

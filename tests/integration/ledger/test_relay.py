@@ -13,10 +13,10 @@ import pytest
 from nats.aio.client import Client
 
 from tavern_events.streams import LEDGER
+from tavern_ledger import outbox
 from tavern_ledger.app import migrations
 from tavern_ledger.domain.facts import OutboxRecord
 from tavern_ledger.relay import Relay
-from tavern_ledger.store import outbox
 from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 from tavern_runtime.provision import provision

@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 import pytest
 
 from tavern_ledger import app as ledger_app
-from tavern_ledger import recall as recall_module
 from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session_source_ref
 from tavern_ledger.domain.records import EvidenceRow
-from tavern_ledger.recall import Recaller, RecallRequest
+from tavern_ledger.evidence import rows as evidence_store
+from tavern_ledger.recall import recaller as recall_module
+from tavern_ledger.recall.recaller import Recaller, RecallRequest
 from tavern_ledger.semantic import SemanticHit
-from tavern_ledger.store import evidence as evidence_store
 from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 

@@ -13,8 +13,8 @@ from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.ids import evidence_id, evidence_id_of_json, js_json
 from tavern_ledger.domain.ingestion import BatchPlan, BatchPlanner, Incoming, plan_batch
 from tavern_ledger.domain.text import terms
+from tavern_ledger.evidence import ingest as ingest_store
 from tavern_ledger.ingest import parts, prepare
-from tavern_ledger.store import ingest as ingest_store
 from tests.unit.ledger.builders import T0, assistant_message, session_created, user_message
 
 JSON = st.recursive(

@@ -132,7 +132,7 @@ def _every_subclass(cls: type[TavernError]) -> list[type[TavernError]]:
 
 SERVICE_ERRORS = (
     "tavern_ledger.errors",
-    "tavern_ledger.stores.errors",
+    "tavern_ledger.toolcalls.errors",
     "tavern_projector.errors",
     "tavern_projector.runner",
     "tavern_consolidator.errors",

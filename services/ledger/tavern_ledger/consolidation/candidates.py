@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tavern_ledger import audit
 from tavern_ledger.changes import Actor
 from tavern_ledger.domain.ids import sha256_hex
 from tavern_ledger.domain.portability import CANDIDATE_TRANSITIONS
 from tavern_ledger.domain.records import AuditEntry
 from tavern_ledger.errors import InvalidTransition, NotFound
-from tavern_ledger.store import Conn, audit
+from tavern_ledger.evidence import Conn
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
 COLUMNS = (

@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger import audit, outbox
 from tavern_ledger.changes import Actor
 from tavern_ledger.consolidation.facts import PINNED_GATE, rule_changed
 from tavern_ledger.domain.facts import outbox_record
 from tavern_ledger.domain.ids import rule_id
 from tavern_ledger.domain.records import AuditEntry
 from tavern_ledger.errors import InvalidTransition, NotFound
+from tavern_ledger.evidence import Conn
 from tavern_ledger.ingest import Clock, utc_now
-from tavern_ledger.store import Conn, audit, outbox
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
 COLUMNS = (

@@ -10,9 +10,10 @@ from typing import Any
 from tavern_ledger.changes import Actor
 from tavern_ledger.domain.observations import Proposal
 from tavern_ledger.errors import RequestInvalid
+from tavern_ledger.evidence.rows import EvidenceFilter
 from tavern_ledger.handlers.rpc import Reply, serve
 from tavern_ledger.ledger import LEDGER_KEY, Ledger
-from tavern_ledger.recall import RecallRequest
+from tavern_ledger.recall.recaller import RecallRequest
 from tavern_ledger.requests import (
     AuditBody,
     CorrectBody,
@@ -25,7 +26,6 @@ from tavern_ledger.requests import (
     StatsBody,
 )
 from tavern_ledger.rights import Correction
-from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transfer import ExportRequest
 from tavern_runtime.context import Context, Message
 from tavern_runtime.principals import Principal

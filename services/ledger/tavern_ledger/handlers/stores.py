@@ -21,14 +21,15 @@ from tavern_events.skips import SkipCounter, Skipped
 from tavern_events.union import decode_or_skip
 from tavern_ledger.access import Access
 from tavern_ledger.config import LedgerSettings
+from tavern_ledger.domain.bindings import Effect, ModeChange, effect_of
+from tavern_ledger.domain.store_limits import StoreLimits
+from tavern_ledger.domain.store_ratelimit import RateLimiter, RatePolicy
 from tavern_ledger.ledger import gate_config
-from tavern_ledger.stores import bindings, catchup, outbox, rpc
-from tavern_ledger.stores.context import StoreContext
-from tavern_ledger.stores.domain.bindings import Effect, ModeChange, effect_of
-from tavern_ledger.stores.domain.limits import StoreLimits
-from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
-from tavern_ledger.stores.errors import StoreUnavailable
-from tavern_ledger.stores.gate import memory_gate
+from tavern_ledger.memorystore.gate import memory_gate
+from tavern_ledger.scopes import bindings, catchup
+from tavern_ledger.toolcalls import outbox, rpc
+from tavern_ledger.toolcalls.context import StoreContext
+from tavern_ledger.toolcalls.errors import StoreUnavailable
 from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.context import Context, Message
@@ -120,7 +121,7 @@ class StoreHandlers:
         )
 
     async def catch_up(self, resources: ServiceResources, session_id: str) -> bool:
-        """Apply `session_id`'s binding from its log (see `stores.catchup`)."""
+        """Apply `session_id`'s binding from its log (see `scopes.catchup`)."""
         js = self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S)
         effects = await catchup.binding_effects(js, session_id)
         if not effects:

@@ -140,7 +140,7 @@ async def test_an_event_postgres_refuses_is_dead_lettered_and_the_rest_of_its_ba
 ) -> None:
     """A batch goes in one transaction; when Postgres refuses it, the consumer applies it event
     by event and parks only the event refused."""
-    from tavern_ledger.stores import bindings
+    from tavern_ledger.scopes import bindings
     from tavern_runtime.pgerrors import StoreRejected
 
     real = bindings.apply

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from tavern_ledger.app import migrations
-from tavern_ledger.stores import bindings, memory, outbox
-from tavern_ledger.stores.context import StoreContext
-from tavern_ledger.stores.domain.requests import MemoryWrite
-from tavern_ledger.stores.domain.scopes import Binding
+from tavern_ledger.domain.scopes import Binding
+from tavern_ledger.domain.store_requests import MemoryWrite
+from tavern_ledger.memorystore import operations as memory
+from tavern_ledger.scopes import bindings
+from tavern_ledger.toolcalls import outbox
+from tavern_ledger.toolcalls.context import StoreContext
 from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 

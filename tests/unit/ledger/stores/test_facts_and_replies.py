@@ -11,16 +11,16 @@ from tavern_events.ledger import MemoryChanged, VariableChanged
 from tavern_events.session import SessionBindingChanged, SessionCreated
 from tavern_events.turn import TurnEnded
 from tavern_events.union import decode, encode
-from tavern_ledger.stores import rpc
-from tavern_ledger.stores.context import StoreContext
-from tavern_ledger.stores.domain.bindings import ModeChange, TurnClosed, effect_of
-from tavern_ledger.stores.domain.facts import Origin, memory_changed, variables_changed
-from tavern_ledger.stores.domain.limits import StoreLimits
-from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
-from tavern_ledger.stores.domain.requests import VariableGet
-from tavern_ledger.stores.domain.scopes import Binding, ScopeKey
-from tavern_ledger.stores.domain.variables import Change, ScopeState, Stored, plan
-from tavern_ledger.stores.errors import RevisionConflict
+from tavern_ledger.domain.bindings import ModeChange, TurnClosed, effect_of
+from tavern_ledger.domain.scopes import Binding, ScopeKey
+from tavern_ledger.domain.store_facts import Origin, memory_changed, variables_changed
+from tavern_ledger.domain.store_limits import StoreLimits
+from tavern_ledger.domain.store_ratelimit import RateLimiter, RatePolicy
+from tavern_ledger.domain.store_requests import VariableGet
+from tavern_ledger.domain.variables import Change, ScopeState, Stored, plan
+from tavern_ledger.toolcalls import rpc
+from tavern_ledger.toolcalls.context import StoreContext
+from tavern_ledger.toolcalls.errors import RevisionConflict
 from tavern_runtime import principals
 from tavern_runtime.principals import Principal
 from tests.unit.ledger.stores.test_memory_rules import record

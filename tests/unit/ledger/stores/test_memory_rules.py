@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tavern_ledger.stores.domain.limits import StoreLimits
-from tavern_ledger.stores.domain.memory import (
+from tavern_ledger.domain.memory import (
     Edit,
     GateOutcome,
     MemoryRecord,
@@ -23,7 +22,8 @@ from tavern_ledger.stores.domain.memory import (
     rank,
     tokens,
 )
-from tavern_ledger.stores.errors import Blocked, Invalid, RevisionConflict, TooLarge
+from tavern_ledger.domain.store_limits import StoreLimits
+from tavern_ledger.toolcalls.errors import Blocked, Invalid, RevisionConflict, TooLarge
 
 LIMITS = StoreLimits()
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

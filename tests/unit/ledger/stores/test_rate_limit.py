@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tavern_ledger.stores.domain.ratelimit import RateLimiter, RatePolicy
+from tavern_ledger.domain.store_ratelimit import RateLimiter, RatePolicy
 
 
 def test_burst_is_allowed_then_requests_wait_for_refill() -> None:

@@ -6,14 +6,7 @@ import json
 
 import pytest
 
-from tavern_ledger.stores.domain.requests import (
-    MemoryWrite,
-    VariablePatch,
-    VariableSet,
-    load_json,
-    parse,
-)
-from tavern_ledger.stores.domain.scopes import (
+from tavern_ledger.domain.scopes import (
     ScopeKey,
     Scopes,
     forged_claims,
@@ -21,7 +14,14 @@ from tavern_ledger.stores.domain.scopes import (
     readable_keys,
     scope_key,
 )
-from tavern_ledger.stores.errors import Invalid, Malformed, ScopeUnavailable, TooLarge
+from tavern_ledger.domain.store_requests import (
+    MemoryWrite,
+    VariablePatch,
+    VariableSet,
+    load_json,
+    parse,
+)
+from tavern_ledger.toolcalls.errors import Invalid, Malformed, ScopeUnavailable, TooLarge
 
 SCOPES = Scopes(chat="chat_1", character="char_1", agent="s1")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tavern_ledger.stores.domain.limits import StoreLimits, clamp
-from tavern_ledger.stores.domain.variables import (
+from tavern_ledger.domain.store_limits import StoreLimits, clamp
+from tavern_ledger.domain.variables import (
     Change,
     ScopeState,
     Stored,
@@ -15,7 +15,7 @@ from tavern_ledger.stores.domain.variables import (
     summarize,
     validate_name,
 )
-from tavern_ledger.stores.errors import Invalid, RevisionConflict, TooLarge
+from tavern_ledger.toolcalls.errors import Invalid, RevisionConflict, TooLarge
 
 LIMITS = StoreLimits()
 

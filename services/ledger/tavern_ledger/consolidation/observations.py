@@ -1,0 +1,98 @@
+"""`observation.propose`: the consolidator's distilled observations, gated and stored with a
+derived id, the weakest supporting authority, and same-key supersede with lineage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tavern_ledger import audit, outbox
+from tavern_ledger.changes import Actor
+from tavern_ledger.domain.facts import observation_upserted, outbox_record
+from tavern_ledger.domain.gates import GateConfig
+from tavern_ledger.domain.observations import (
+    ObservationInvalid,
+    Proposal,
+    backlink_tier,
+    decide,
+)
+from tavern_ledger.domain.records import AuditEntry
+from tavern_ledger.errors import RequestInvalid
+from tavern_ledger.evidence import Conn, observations
+from tavern_ledger.ingest import Clock, utc_now
+from tavern_ledger.transactions import PoolSource, transaction
+
+
+class Observations:
+    def __init__(self, pool: PoolSource, gate: GateConfig, clock: Clock = utc_now) -> None:
+        self._pool, self._gate, self._clock = pool, gate, clock
+
+    async def propose(self, proposal: Proposal, actor: Actor) -> dict[str, Any]:
+        async with transaction(self._pool) as conn:
+            authorities = await observations.evidence_authorities(conn, proposal.evidence_ids)
+            try:
+                decision = decide(proposal, authorities, self._gate)
+            except ObservationInvalid as exc:
+                raise RequestInvalid(str(exc)) from None
+            if decision.row is None:
+                audit_id = await audit.append_one(
+                    conn, _blocked(proposal, decision.verdict.reasons, actor)
+                )
+                return {
+                    "stored": False,
+                    "action": "block",
+                    "reasons": list(decision.verdict.reasons),
+                    "audit_id": audit_id,
+                }
+            return await self._store(
+                conn, decision.row, decision.verdict.reasons, set(authorities), actor
+            )
+
+    async def _store(
+        self, conn: Conn, row: Any, reasons: tuple[str, ...], resolvable: set[str], actor: Actor
+    ) -> dict[str, Any]:
+        upserted = await observations.upsert(conn, row)
+        tier = backlink_tier(upserted.row, resolvable)
+        if upserted.inserted:
+            await audit.append_one(conn, _upsert_audit(upserted, reasons, tier, actor))
+            if upserted.row.state == "active":
+                fact = observation_upserted(upserted.row, self._clock())
+                await outbox.enqueue(conn, [outbox_record(fact)])
+        return {
+            "stored": True,
+            "inserted": upserted.inserted,
+            "observation_id": upserted.row.id,
+            "state": upserted.row.state,
+            "authority": upserted.row.authority,
+            "superseded": upserted.superseded_id,
+            "reasons": list(reasons),
+            "backlink": tier,
+            "alert": tier == "missing_backlink",
+        }
+
+
+def _upsert_audit(
+    upserted: observations.Upserted, reasons: tuple[str, ...], tier: str, actor: Actor
+) -> AuditEntry:
+    return AuditEntry(
+        op="observation-upsert",
+        scope_id=upserted.row.scope_id,
+        actor=actor.name,
+        reason=actor.reason or "observation upserted",
+        target_id=upserted.row.id,
+        payload={
+            "supersededId": upserted.superseded_id,
+            "state": upserted.row.state,
+            "reasons": list(reasons),
+            "backlink": tier,
+        },
+    )
+
+
+def _blocked(p: Proposal, reasons: tuple[str, ...], actor: Actor) -> AuditEntry:
+    return AuditEntry(
+        op="observation_blocked",
+        scope_id=p.scope_id,
+        actor=actor.name,
+        reason="write gate: " + ", ".join(reasons),
+        payload={"subject": p.subject, "predicate": p.predicate, "reasons": list(reasons)},
+    )

@@ -1,0 +1,45 @@
+"""The LEDGER outbox: facts are written with the rows they describe and deleted once published."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from tavern_ledger.domain.facts import OutboxRecord
+from tavern_ledger.evidence import Conn
+
+
+class Pending(NamedTuple):
+    """A fact waiting in the outbox (a tuple: the relay reads thousands a second)."""
+
+    id: int
+    msg_id: str
+    subject: str
+    body: bytes
+
+
+async def enqueue(conn: Conn, records: Sequence[OutboxRecord]) -> None:
+    if not records:
+        return
+    await conn.execute(
+        "INSERT INTO ledger.outbox (msg_id, subject, body) "
+        "SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])",
+        [r.msg_id for r in records],
+        [r.subject for r in records],
+        [r.body for r in records],
+    )
+
+
+async def claim(conn: Conn, limit: int) -> list[Pending]:
+    """The oldest unpublished facts, locked (other replicas skip them) until the transaction
+    ends."""
+    found = await conn.fetch(
+        "SELECT id, msg_id, subject, body FROM ledger.outbox ORDER BY id "
+        "LIMIT $1 FOR UPDATE SKIP LOCKED",
+        limit,
+    )
+    return [Pending(*r) for r in found]
+
+
+async def delete(conn: Conn, ids: Sequence[int]) -> None:
+    await conn.execute("DELETE FROM ledger.outbox WHERE id = ANY($1::bigint[])", list(ids))

@@ -1,0 +1,124 @@
+"""`ledger.session_binding` and `ledger.turn_closed`: the stores' projection of session events.
+
+Every write is idempotent and ordered by the event's seq, so redelivery changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from tavern_ledger.domain.bindings import Effect, ModeChange, TurnClosed
+from tavern_ledger.domain.scopes import Binding, evidence_scope_of
+from tavern_ledger.scopes import owners
+
+Applied = Literal["applied", "stale", "missing"]
+Conn = Any
+"""An asyncpg connection (asyncpg ships no type information)."""
+
+_UPSERT = """
+INSERT INTO ledger.session_binding (session_id, architecture, context_mode, chat_id, character_id,
+                                    persona_id, agent_id, parent_session_id, updated_seq,
+                                    memory_reach, owner)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (session_id) DO UPDATE SET
+  architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
+  chat_id = EXCLUDED.chat_id, character_id = EXCLUDED.character_id,
+  persona_id = EXCLUDED.persona_id, agent_id = EXCLUDED.agent_id,
+  parent_session_id = EXCLUDED.parent_session_id, updated_seq = EXCLUDED.updated_seq,
+  memory_reach = EXCLUDED.memory_reach, owner = EXCLUDED.owner, updated_at = now()
+WHERE ledger.session_binding.updated_seq < EXCLUDED.updated_seq
+"""
+_CHANGE_MODE = """
+UPDATE ledger.session_binding
+SET architecture = $2, context_mode = $3, updated_seq = $4, updated_at = now()
+WHERE session_id = $1 AND updated_seq < $4
+"""
+_CLOSE_TURN = """
+INSERT INTO ledger.turn_closed (session_id, last_ended_turn) VALUES ($1, $2)
+ON CONFLICT (session_id) DO UPDATE
+SET last_ended_turn = GREATEST(ledger.turn_closed.last_ended_turn, EXCLUDED.last_ended_turn)
+"""
+_DROP_TURNS = """
+DELETE FROM ledger.variable_scope WHERE scope = 'turn' AND scope_id = $1 AND turn <= $2
+"""
+
+
+async def apply(conn: Conn, effect: Effect) -> Applied:
+    """Apply one effect; "missing" means a mode change for a binding not seen yet."""
+    if isinstance(effect, Binding):
+        return await _bind(conn, effect)
+    if isinstance(effect, ModeChange):
+        return await _change_mode(conn, effect)
+    return await close_turn(conn, effect)
+
+
+async def _bind(conn: Conn, b: Binding) -> Applied:
+    # The claim comes first and never moves: a session naming another owner's chat or
+    # character is bound, but `resolve_scope` refuses it those scopes.
+    await owners.claim(
+        conn, b.owner, (b.chat_id, b.session_id, b.character_id, evidence_scope_of(b))
+    )
+    status = await conn.execute(
+        _UPSERT,
+        b.session_id,
+        b.architecture,
+        b.context_mode,
+        b.chat_id,
+        b.character_id,
+        b.persona_id,
+        b.agent_id,
+        b.parent_session_id,
+        b.updated_seq,
+        b.memory_reach,
+        b.owner,
+    )
+    return "applied" if _count(status) else "stale"
+
+
+async def _change_mode(conn: Conn, change: ModeChange) -> Applied:
+    status = await conn.execute(
+        _CHANGE_MODE, change.session_id, change.architecture, change.context_mode, change.seq
+    )
+    if _count(status):
+        return "applied"
+    known = await conn.fetchval(
+        "SELECT 1 FROM ledger.session_binding WHERE session_id = $1", change.session_id
+    )
+    return "stale" if known else "missing"
+
+
+async def close_turn(conn: Conn, closed: TurnClosed) -> Applied:
+    """Record the turn's end and drop its turn-scope variables (and any earlier turn's)."""
+    async with conn.transaction():
+        await lock_turns(conn, closed.session_id)
+        await conn.execute(_CLOSE_TURN, closed.session_id, closed.turn)
+        await conn.execute(_DROP_TURNS, closed.session_id, closed.turn)
+    return "applied"
+
+
+async def lock_turns(conn: Conn, session_id: str) -> None:
+    """Serialise turn-scope writes with the turn's end (transaction-scoped advisory lock)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('ledger-turn:' || $1))", session_id)
+
+
+async def last_ended_turn(conn: Conn, session_id: str) -> int:
+    value = await conn.fetchval(
+        "SELECT last_ended_turn FROM ledger.turn_closed WHERE session_id = $1", session_id
+    )
+    return int(value) if value is not None else -1
+
+
+async def load(conn: Conn, session_id: str) -> Binding | None:
+    row = await conn.fetchrow(
+        "SELECT session_id, architecture, context_mode, chat_id, character_id, persona_id, "
+        "agent_id, parent_session_id, updated_seq, memory_reach, owner "
+        "FROM ledger.session_binding "
+        "WHERE session_id = $1",
+        session_id,
+    )
+    return Binding(**dict(row)) if row is not None else None
+
+
+def _count(status: str) -> int:
+    """The row count of an asyncpg status string (`INSERT 0 1`, `UPDATE 0`)."""
+    return int(status.rsplit(" ", 1)[-1])

@@ -1,0 +1,77 @@
+"""Scope resolution: a request's scopes come from its session's binding, never from arguments."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tavern_ledger.domain.scopes import (
+    Binding,
+    Scopes,
+    forged_claims,
+    refuse_forged,
+    scopes_of,
+)
+from tavern_ledger.domain.store_requests import StoreRequest
+from tavern_ledger.scopes import bindings, owners
+from tavern_ledger.scopes.bindings import Conn
+from tavern_ledger.toolcalls import audit
+from tavern_ledger.toolcalls.errors import ScopeForbidden, UnknownSession
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+
+async def resolve_scope(conn: Conn, session_id: str) -> Scopes:
+    """The scopes of `session_id`, or `UnknownSession` if its binding is not known."""
+    binding = await bindings.load(conn, session_id)
+    if binding is None:
+        raise UnknownSession(f"session {session_id!r} has no binding (yet)")
+    return await _owned(conn, binding, scopes_of(binding))
+
+
+async def _owned(conn: Conn, binding: Binding, scopes: Scopes) -> Scopes:
+    """The scopes, held to the session's owner: a chat claimed by another owner is refused;
+    a character claimed by another owner is left out (its memory is not this user's)."""
+    chat_owner = await owners.of_scope(conn, scopes.chat)
+    if chat_owner is not None and chat_owner != binding.owner:
+        raise ScopeForbidden(
+            f"session {binding.session_id!r} names a chat that belongs to another user"
+        )
+    if scopes.character is not None:
+        character_owner = await owners.of_scope(conn, scopes.character)
+        if character_owner is not None and character_owner != binding.owner:
+            log.info("character_scope_withheld", session_id=binding.session_id)
+            return replace(scopes, character=None)
+    return scopes
+
+
+async def authorise(conn: Conn, request: StoreRequest, tool: str) -> Scopes:
+    """The session's scopes; a request naming another scope is audited, then refused."""
+    scopes = await resolve_scope(conn, request.session_id)  # unknown: the RPC layer catches up
+    forged = forged_claims(scopes, request.addressed_scope, request.claims())
+    if forged:
+        await refuse(conn, request, scopes, tool, "forged scope ids", forged)
+        raise refuse_forged(forged)
+    return scopes
+
+
+async def refuse(
+    conn: Conn,
+    request: StoreRequest,
+    scopes: Scopes,
+    tool: str,
+    reason: str,
+    named: dict[str, str],
+) -> None:
+    """Audit a refused cross-scope request (outside any transaction that will roll back)."""
+    entry = audit.AuditEntry(
+        session_id=request.session_id,
+        tool=tool,
+        op="store.scope_forbidden",
+        scope_id=scopes.chat,
+        scope=request.addressed_scope,
+        reason=reason,
+        detail={"named": named, "turn": request.turn, "call_id": request.call_id},
+    )
+    await audit.record(conn, entry)
+    log.warning("store_scope_forbidden", session_id=request.session_id, tool=tool, named=named)

@@ -1,1 +1,0 @@
-"""The memory and variable stores: session bindings, scope resolution, RPC operations, facts."""

@@ -1,1 +1,0 @@
-"""Pure rules of the stores: request shapes, scopes, caps, revisions, ranking, rate limits."""
