@@ -19,10 +19,11 @@ from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import InvalidTransition, NotFound
-from tavern_ledger.evidence import Conn, ingest
+from tavern_ledger.evidence import Conn
 from tavern_ledger.evidence import rows as evidence
 from tavern_ledger.evidence.rows import EvidenceFilter
 from tavern_ledger.ingest import Clock, utc_now
+from tavern_ledger.scopes import evidence as evidence_scope
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
 CLIP_CHARS = 2000
@@ -194,7 +195,7 @@ async def _scope(conn: Conn, c: Correction, target: EvidenceRow | None) -> str:
         return target.scope_id
     if c.scope_id:
         return c.scope_id
-    return await ingest.scope_of_session(conn, c.session_id)
+    return await evidence_scope.scope_of_session(conn, c.session_id)
 
 
 def _blocked(scope: str, c: Correction, reasons: tuple[str, ...], actor: Actor) -> AuditEntry:

@@ -11,11 +11,10 @@ from tavern_ledger.audit import payload_json
 from tavern_ledger.domain.extract import SessionFacts
 from tavern_ledger.domain.facts import OutboxRecord
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
-from tavern_ledger.domain.scopes import evidence_scope_of
 from tavern_ledger.domain.text import terms
 from tavern_ledger.evidence import Conn
 from tavern_ledger.evidence import rows as evidence
-from tavern_ledger.scopes import bindings, owners
+from tavern_ledger.scopes import owners
 
 # Each CTE after `inserted` keeps only what belongs to a row this statement inserted, so a
 # redelivered event writes no second posting, append audit or fact. Refusal audits have no
@@ -180,29 +179,3 @@ async def checkpoint(conn: Conn, consumer: str) -> int:
         "SELECT stream_seq FROM ledger.ingest_checkpoint WHERE consumer = $1", consumer
     )
     return int(found or 0)
-
-
-async def known_scope(conn: Conn, session_id: str) -> str | None:
-    """The scope of a session's evidence as ingestion saw it created, else as its binding in
-    the stores says (both follow `memory_scope`); None while neither has seen the session. A
-    scope another owner claimed first is not this session's: its evidence stays in a scope of
-    its own (the session id)."""
-    found = await conn.fetchrow(
-        "SELECT coalesce(scope_id, chat_id) AS scope, owner FROM ledger.ingest_session "
-        "WHERE session_id = $1",
-        session_id,
-    )
-    if found is not None and found["scope"]:
-        scope, owner = str(found["scope"]), str(found["owner"])
-    else:
-        binding = await bindings.load(conn, session_id)
-        if binding is None:
-            return None
-        scope, owner = evidence_scope_of(binding), binding.owner
-    claimed = await owners.of_scope(conn, scope)
-    return scope if claimed in (None, owner) else session_id
-
-
-async def scope_of_session(conn: Conn, session_id: str) -> str:
-    """The scope a session's evidence lives in: its chat, else (unknown yet) the session."""
-    return await known_scope(conn, session_id) or session_id

@@ -27,9 +27,10 @@ from tavern_ledger.domain.composer import (
 from tavern_ledger.domain.extract import SessionFacts
 from tavern_ledger.domain.ranking import CorpusStats
 from tavern_ledger.domain.text import query_terms
-from tavern_ledger.evidence import Conn, ingest
+from tavern_ledger.evidence import Conn
 from tavern_ledger.ingest import Clock, utc_now
 from tavern_ledger.recall import queries as recall_store
+from tavern_ledger.scopes import evidence as evidence_scope
 from tavern_ledger.semantic import NoSemanticIndex, SemanticHit, SemanticIndex
 from tavern_ledger.transactions import PoolSource, connection
 from tavern_runtime.errors import TavernError
@@ -135,7 +136,7 @@ class Recaller:
         cached = self._scopes.get(session_id)
         if cached is not None and time.monotonic() - cached[0] < SCOPE_TTL_S:
             return cached[1]
-        scope = await ingest.known_scope(conn, session_id)
+        scope = await evidence_scope.known_scope(conn, session_id)
         if scope is None:
             # A new chat's first message often comes before ingestion stored its creation: the
             # scope its memory reach names is read from the log, as ingestion itself will.
