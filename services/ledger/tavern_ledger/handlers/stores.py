@@ -24,10 +24,10 @@ from tavern_ledger.config import LedgerSettings
 from tavern_ledger.domain.bindings import Effect, ModeChange, effect_of
 from tavern_ledger.domain.store_limits import StoreLimits
 from tavern_ledger.domain.store_ratelimit import RateLimiter, RatePolicy
-from tavern_ledger.ledger import gate_config
+from tavern_ledger.ledger import LEDGER_KEY, Ledger, gate_config
 from tavern_ledger.memorystore.gate import memory_gate
 from tavern_ledger.scopes import bindings, catchup
-from tavern_ledger.toolcalls import outbox, rpc
+from tavern_ledger.toolcalls import rpc
 from tavern_ledger.toolcalls.context import StoreContext
 from tavern_ledger.toolcalls.errors import StoreUnavailable
 from tavern_runtime.auth import Credentials
@@ -92,13 +92,15 @@ class StoreHandlers:
 
     def rpc(self, op: rpc.Operation[Any]) -> Callable[..., Awaitable[rpc.Reply]]:
         async def handle(
-            msg: Message, resources: ServiceResources = Context(RESOURCES_KEY)
+            msg: Message,
+            resources: ServiceResources = Context(RESOURCES_KEY),
+            ledger: Ledger = Context(LEDGER_KEY),
         ) -> rpc.Reply:
             ctx = self._context(resources)
             access = self._access(resources)
             reply = await rpc.serve(ctx, self.limiter, op, msg.body, access, msg.headers)
-            if op.writes and "error" not in reply:  # facts an earlier publish left behind
-                await outbox.flush(ctx.pool, ctx.publish)
+            if op.writes and "error" not in reply:  # the change's facts, and any left behind
+                await ledger.relay.flush()
             return reply
 
         handle.__name__ = f"{op.name.replace('.', '_')}_rpc"
@@ -113,7 +115,6 @@ class StoreHandlers:
     def _context(self, resources: ServiceResources) -> StoreContext:
         return StoreContext(
             pool=_pool(resources),
-            publish=self.publish,
             global_enabled=self.global_enabled,
             limits=self.limits,
             gate=self.gate,
@@ -128,10 +129,6 @@ class StoreHandlers:
             return False
         async with _pool(resources).acquire() as conn:
             return await catchup.apply_effects(conn, effects)
-
-    async def publish(self, subject: str, data: bytes, msg_id: str) -> None:
-        js = self.broker.connection.jetstream(timeout=PUBLISH_TIMEOUT_S)
-        await js.publish(subject, data, stream=streams.LEDGER.name, headers={"Nats-Msg-Id": msg_id})
 
     def bindings_consumer(self, resources: ServiceResources) -> BatchConsumer:
         """The `ledger-bindings` durable, read in ordered batches (the app starts it after the

@@ -1,7 +1,8 @@
 """Memory operations: search, read, write, update, forget.
 
 The scope comes from the session's binding; every write passes the ledger's write gate; every
-change is audited and staged as a `memory/changed` fact in its own transaction.
+change is audited and its `memory/changed` fact queued in the ledger's outbox in its own
+transaction (the relay publishes it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger import outbox
 from tavern_ledger.domain import memory as rules
+from tavern_ledger.domain.facts import outbox_record
 from tavern_ledger.domain.memory import GateOutcome, MemoryRecord, MemoryState
 from tavern_ledger.domain.scopes import ScopeKey, Scopes, owns, readable_keys, scope_key
 from tavern_ledger.domain.store_facts import MemoryOp, Origin, memory_changed
@@ -28,7 +31,7 @@ from tavern_ledger.memorystore import rows as memory_store
 from tavern_ledger.memorystore.rows import SearchFilter
 from tavern_ledger.scopes.bindings import Conn
 from tavern_ledger.scopes.tool_calls import authorise, refuse
-from tavern_ledger.toolcalls import audit, outbox
+from tavern_ledger.toolcalls import audit
 from tavern_ledger.toolcalls.context import StoreContext
 from tavern_ledger.toolcalls.errors import NotFound, RevisionConflict, ScopeForbidden
 
@@ -140,8 +143,7 @@ async def write(ctx: StoreContext, req: MemoryWrite) -> dict[str, Any]:
             updated_at=now,
             expires_at=expires_at,
         )
-        rows = await _commit(call, record, "written", insert=True)
-    await outbox.send(ctx.pool, ctx.publish, rows)
+        await _commit(call, record, "written", insert=True)
     return change_view(record)
 
 
@@ -183,18 +185,17 @@ def _source(req: StoreRequest, tool: str) -> dict[str, Any]:
 
 async def _commit(
     call: Call, record: MemoryRecord, op: MemoryOp, *, insert: bool = False, reason: str = ""
-) -> list[outbox.Staged]:
-    """Store the record (conditional on its previous revision), audit it, stage its fact."""
+) -> None:
+    """Store the record (conditional on its previous revision), audit it, queue its fact."""
     origin = Origin(call.req.session_id, f"tool:{call.tool}", record.updated_at)
-    rows = outbox.staged([memory_changed(record, op, origin)])
+    fact = outbox_record(memory_changed(record, op, origin))
     async with call.conn.transaction():
         if insert:
             await memory_store.insert(call.conn, record)
         elif not await memory_store.replace(call.conn, record):
             raise await _conflict(call.conn, record)
         await audit.record(call.conn, _audit_entry(call, record, op, reason))
-        await outbox.stage(call.conn, rows)
-    return rows
+        await outbox.enqueue(call.conn, [fact])
 
 
 def _audit_entry(call: Call, record: MemoryRecord, op: MemoryOp, reason: str) -> audit.AuditEntry:
@@ -234,8 +235,7 @@ async def update(ctx: StoreContext, req: MemoryUpdate) -> dict[str, Any]:
             source={**current.source, "updated_by": _source(req, "memory_update")},
         )
         record = rules.edited(current, edit, gated, ctx.now(), ctx.limits)
-        rows = await _commit(call, record, "updated")
-    await outbox.send(ctx.pool, ctx.publish, rows)
+        await _commit(call, record, "updated")
     return change_view(record)
 
 
@@ -268,6 +268,5 @@ async def forget(ctx: StoreContext, req: MemoryForget) -> dict[str, Any]:
             return {"found": False, "id": req.id}
         rules.check_revision(current, req.expected_revision)
         record = rules.forgotten(current, ctx.now())
-        rows = await _commit(call, record, "forgotten", reason=req.reason)
-    await outbox.send(ctx.pool, ctx.publish, rows)
+        await _commit(call, record, "forgotten", reason=req.reason)
     return {"found": True, "id": record.id, "revision": record.revision, "state": record.state}

@@ -1,4 +1,4 @@
-"""What the store operations need from their process: pool, publisher, policy, clock, ids."""
+"""What the store operations need from their process: pool, policy, clock, ids."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from tavern_events.ids import new_id
 from tavern_ledger.domain.memory import GateOutcome
 from tavern_ledger.domain.store_limits import StoreLimits
 from tavern_ledger.memorystore.gate import memory_gate
-from tavern_ledger.toolcalls.outbox import Publish
 from tavern_runtime.pg import Pool
 
 
@@ -21,7 +20,6 @@ def utc_now() -> datetime:
 @dataclass(frozen=True)
 class StoreContext:
     pool: Pool
-    publish: Publish
     global_enabled: bool = False
     limits: StoreLimits = field(default_factory=StoreLimits)
     gate: Callable[[str, str], GateOutcome] = memory_gate

@@ -1,9 +1,9 @@
 """Variable operations: get, set, patch, delete, list.
 
 Writes lock their scope row, check every revision and cap in the pure rules, then write,
-bump the scope revision and stage one `variable/changed` fact per variable, all in one
-transaction. Turn-scope writes also hold the session's turn lock, so a turn's end and a
-write into that turn never interleave.
+bump the scope revision and queue one `variable/changed` fact per variable in the ledger's
+outbox, all in one transaction. Turn-scope writes also hold the session's turn lock, so a turn's
+end and a write into that turn never interleave.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tavern_ledger import outbox
 from tavern_ledger.domain import variables as rules
+from tavern_ledger.domain.facts import outbox_record
 from tavern_ledger.domain.scopes import ScopeKey, scope_key
 from tavern_ledger.domain.store_facts import Origin, variables_changed
 from tavern_ledger.domain.store_limits import clamp
@@ -29,7 +31,7 @@ from tavern_ledger.domain.variables import Change, Plan
 from tavern_ledger.scopes import bindings
 from tavern_ledger.scopes.bindings import Conn
 from tavern_ledger.scopes.tool_calls import authorise
-from tavern_ledger.toolcalls import audit, outbox
+from tavern_ledger.toolcalls import audit
 from tavern_ledger.toolcalls.context import StoreContext
 from tavern_ledger.toolcalls.errors import Invalid, TooLarge, TurnEnded
 from tavern_ledger.variables import rows as variable_store
@@ -119,8 +121,7 @@ async def _change(
     expected_scope: int | None,
     op: str,
 ) -> Plan:
-    """Check and apply changes to one scope under its lock; facts go out after commit."""
-    rows: list[outbox.Staged] = []
+    """Check and apply changes to one scope under its lock; the relay publishes the facts."""
     async with ctx.pool.acquire() as conn:
         key = await _scope(conn, ctx, req, op)
         async with conn.transaction():
@@ -133,8 +134,7 @@ async def _change(
                 state, stored, changes, ctx.limits, expected_scope_revision=expected_scope
             )
             if plan.changed:
-                rows = await _write(conn, Written(ctx, req, key, plan, op))
-    await outbox.send(ctx.pool, ctx.publish, rows)
+                await _write(conn, Written(ctx, req, key, plan, op))
     return plan
 
 
@@ -149,15 +149,14 @@ class Written:
     op: str
 
 
-async def _write(conn: Conn, w: Written) -> list[outbox.Staged]:
+async def _write(conn: Conn, w: Written) -> None:
     now = w.ctx.now()
     await variable_store.apply(conn, w.key, w.plan, w.req.session_id, now)
     origin = Origin(w.req.session_id, actor(w.op), now)
-    rows = outbox.staged(variables_changed(w.key, w.plan, origin))
-    await outbox.stage(conn, rows)
+    facts = variables_changed(w.key, w.plan, origin)
+    await outbox.enqueue(conn, [outbox_record(f) for f in facts])
     for removal in w.plan.removals:
         await audit.record(conn, _deleted(w, removal.name))
-    return rows
 
 
 def _deleted(w: Written, name: str) -> audit.AuditEntry:
