@@ -1,9 +1,11 @@
-"""The audit trail: append entries (deduplicated by key when they have one) and query them."""
+"""The ledger's one audit trail (`ledger.audit`): append entries (deduplicated by key when they
+have one), among them those of the memory and variable stores' tool calls, and query them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tavern_ledger.domain.records import AuditEntry
@@ -41,6 +43,47 @@ async def append(conn: Conn, entries: Sequence[AuditEntry]) -> list[int]:
 async def append_one(conn: Conn, entry: AuditEntry) -> int:
     ids = await append(conn, [entry])
     return ids[0] if ids else 0
+
+
+TOOL_ACTOR = "agent"
+"""Store requests come from the agent's tools; which tool is in the payload."""
+
+
+@dataclass(frozen=True)
+class ToolCallEntry:
+    """What a memory or variable tool call did (or was refused), for the user-rights history."""
+
+    session_id: str
+    tool: str
+    op: str
+    scope_id: str
+    scope: str | None = None
+    target: str | None = None
+    revision: int | None = None
+    reason: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def tool_call_entry(entry: ToolCallEntry) -> AuditEntry:
+    payload = {
+        "session_id": entry.session_id,
+        "tool": entry.tool,
+        "scope": entry.scope,
+        "revision": entry.revision,
+        **entry.detail,
+    }
+    return AuditEntry(
+        op=entry.op,
+        scope_id=entry.scope_id,
+        actor=TOOL_ACTOR,
+        reason=entry.reason,
+        target_id=entry.target,
+        payload=payload,
+    )
+
+
+async def append_tool_call(conn: Conn, entry: ToolCallEntry) -> None:
+    await append_one(conn, tool_call_entry(entry))
 
 
 _PAYLOAD_JSON = json.JSONEncoder(ensure_ascii=False, default=str)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tavern_ledger import outbox
+from tavern_ledger import audit, outbox
 from tavern_ledger.domain import memory as rules
 from tavern_ledger.domain.facts import outbox_record
 from tavern_ledger.domain.memory import GateOutcome, MemoryRecord, MemoryState
@@ -31,7 +31,6 @@ from tavern_ledger.memorystore import rows as memory_store
 from tavern_ledger.memorystore.rows import SearchFilter
 from tavern_ledger.scopes.bindings import Conn
 from tavern_ledger.scopes.tool_calls import authorise, refuse
-from tavern_ledger.toolcalls import audit
 from tavern_ledger.toolcalls.context import StoreContext
 from tavern_ledger.toolcalls.errors import NotFound, RevisionConflict, ScopeForbidden
 
@@ -153,7 +152,7 @@ async def _gated(
     """The gate's verdict on `text`; a block is audited (reasons only, never the text)."""
     outcome = call.ctx.gate(text, claim_domain)
     if outcome.action == "block":
-        entry = audit.AuditEntry(
+        entry = audit.ToolCallEntry(
             session_id=call.req.session_id,
             tool=call.tool,
             op="memory.blocked",
@@ -162,7 +161,7 @@ async def _gated(
             reason="write gate",
             detail={"reasons": list(outcome.reasons), "call_id": call.req.call_id},
         )
-        await audit.record(call.conn, entry)
+        await audit.append_tool_call(call.conn, entry)
     return outcome, rules.gated_state(outcome)
 
 
@@ -194,12 +193,14 @@ async def _commit(
             await memory_store.insert(call.conn, record)
         elif not await memory_store.replace(call.conn, record):
             raise await _conflict(call.conn, record)
-        await audit.record(call.conn, _audit_entry(call, record, op, reason))
+        await audit.append_tool_call(call.conn, _audit_entry(call, record, op, reason))
         await outbox.enqueue(call.conn, [fact])
 
 
-def _audit_entry(call: Call, record: MemoryRecord, op: MemoryOp, reason: str) -> audit.AuditEntry:
-    return audit.AuditEntry(
+def _audit_entry(
+    call: Call, record: MemoryRecord, op: MemoryOp, reason: str
+) -> audit.ToolCallEntry:
+    return audit.ToolCallEntry(
         session_id=call.req.session_id,
         tool=call.tool,
         op=f"memory.{op}",

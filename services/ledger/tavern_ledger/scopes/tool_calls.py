@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tavern_ledger import audit
 from tavern_ledger.domain.scopes import (
     Binding,
     Scopes,
@@ -14,7 +15,6 @@ from tavern_ledger.domain.scopes import (
 from tavern_ledger.domain.store_requests import StoreRequest
 from tavern_ledger.scopes import bindings, owners
 from tavern_ledger.scopes.bindings import Conn
-from tavern_ledger.toolcalls import audit
 from tavern_ledger.toolcalls.errors import ScopeForbidden, UnknownSession
 from tavern_runtime.logs import get_logger
 
@@ -64,7 +64,7 @@ async def refuse(
     named: dict[str, str],
 ) -> None:
     """Audit a refused cross-scope request (outside any transaction that will roll back)."""
-    entry = audit.AuditEntry(
+    entry = audit.ToolCallEntry(
         session_id=request.session_id,
         tool=tool,
         op="store.scope_forbidden",
@@ -73,5 +73,5 @@ async def refuse(
         reason=reason,
         detail={"named": named, "turn": request.turn, "call_id": request.call_id},
     )
-    await audit.record(conn, entry)
+    await audit.append_tool_call(conn, entry)
     log.warning("store_scope_forbidden", session_id=request.session_id, tool=tool, named=named)

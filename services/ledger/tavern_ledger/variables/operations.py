@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tavern_ledger import outbox
+from tavern_ledger import audit, outbox
 from tavern_ledger.domain import variables as rules
 from tavern_ledger.domain.facts import outbox_record
 from tavern_ledger.domain.scopes import ScopeKey, scope_key
@@ -31,7 +31,6 @@ from tavern_ledger.domain.variables import Change, Plan
 from tavern_ledger.scopes import bindings
 from tavern_ledger.scopes.bindings import Conn
 from tavern_ledger.scopes.tool_calls import authorise
-from tavern_ledger.toolcalls import audit
 from tavern_ledger.toolcalls.context import StoreContext
 from tavern_ledger.toolcalls.errors import Invalid, TooLarge, TurnEnded
 from tavern_ledger.variables import rows as variable_store
@@ -156,11 +155,11 @@ async def _write(conn: Conn, w: Written) -> None:
     facts = variables_changed(w.key, w.plan, origin)
     await outbox.enqueue(conn, [outbox_record(f) for f in facts])
     for removal in w.plan.removals:
-        await audit.record(conn, _deleted(w, removal.name))
+        await audit.append_tool_call(conn, _deleted(w, removal.name))
 
 
-def _deleted(w: Written, name: str) -> audit.AuditEntry:
-    return audit.AuditEntry(
+def _deleted(w: Written, name: str) -> audit.ToolCallEntry:
+    return audit.ToolCallEntry(
         session_id=w.req.session_id,
         tool=tool(w.op),
         op="variable.deleted",
