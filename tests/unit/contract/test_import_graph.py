@@ -1,11 +1,14 @@
 """The import graph, read from the code with `ast`: no service imports another service's
 package (shared machinery lives in libs/), libraries import no service, the CLI uses only a
 service's public operator module, and no package has an import circle (type-only imports count:
-a circle for the type checker is a circle for the reader)."""
+a circle for the type checker is a circle for the reader). The ledger's folders are named for what
+they own (no `store/` or `stores/`), it has one outbox and one audit-trail writer, and recall finds
+a session's scope through a scope module, not through ingestion's writes."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,3 +163,105 @@ def test_the_checks_find_a_foreign_import_a_private_use_and_a_circle(tmp_path: P
     assert foreign_imports(root) == ["tavern_b.uses -> tavern_a.one", "tavern_l -> tavern_b.uses"]
     assert private_uses(root) == ["tavern_cli.bad -> tavern_a"]
     assert circles(root / "services/a/tavern_a") == [["tavern_a.one", "tavern_a.two"]]
+
+
+# --- the ledger's rooms: named for what they own, one outbox, one audit-trail writer ----------
+
+LEDGER = REPO / "services/ledger/tavern_ledger"
+VAGUE_FOLDERS = {"store", "stores"}
+"""Folder names that say nothing of what they hold (the ledger had both, one letter apart)."""
+BULK_WRITERS = {
+    "tavern_ledger.evidence.ingest": "one statement per ingestion part: rows, audits, facts",
+    "tavern_ledger.evidence.portable": "an import restores exported audit entries with their ids",
+}
+"""Modules besides `audit` and `outbox` that insert into those tables, and why."""
+
+
+def vague_folders(package: Path) -> list[str]:
+    """Folders of the package named `store/` or `stores/`."""
+    return sorted(
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_dir() and p.name in VAGUE_FOLDERS
+    )
+
+
+def named_like(package: Path, word: str) -> list[str]:
+    """Modules and packages of `package` whose own name contains `word`."""
+    return sorted(m for m in module_files(package) if word in m.rsplit(".", 1)[-1])
+
+
+def tables_like(package: Path, word: str) -> list[str]:
+    """Tables of the `ledger` schema whose name contains `word`: those the migrations create
+    and do not drop, and those the code names."""
+    table = rf"ledger\.(\w*{word}\w*)"
+    live: set[str] = set()
+    for sql in sorted((package / "sql").glob("*.sql")):
+        text = sql.read_text(encoding="utf-8").lower()
+        live |= set(re.findall(rf"create table (?:if not exists )?{table}", text))
+        live -= set(re.findall(rf"drop table (?:if exists )?{table}", text))
+    for path in module_files(package).values():
+        live |= set(re.findall(rf"\b{table}", path.read_text(encoding="utf-8").lower()))
+    return sorted(live)
+
+
+def writers_of(package: Path, table: str) -> list[str]:
+    """Modules of the package that insert into `ledger.<table>`."""
+    insert = re.compile(rf"insert into ledger\.{table}\b", re.IGNORECASE)
+    files = module_files(package)
+    return sorted(m for m, p in files.items() if insert.search(p.read_text(encoding="utf-8")))
+
+
+def test_the_ledger_has_no_folder_named_store_or_stores() -> None:
+    assert vague_folders(LEDGER) == []
+
+
+def test_the_ledger_has_one_outbox_that_only_ingestion_writes_beside_it() -> None:
+    assert named_like(LEDGER, "outbox") == ["tavern_ledger.outbox"]
+    assert tables_like(LEDGER, "outbox") == ["outbox"]
+    assert set(writers_of(LEDGER, "outbox")) <= {"tavern_ledger.outbox", *BULK_WRITERS}
+
+
+def test_the_ledger_has_one_audit_trail_writer() -> None:
+    assert named_like(LEDGER, "audit") == ["tavern_ledger.audit"]
+    assert tables_like(LEDGER, "audit") == ["audit"]
+    assert set(writers_of(LEDGER, "audit")) <= {"tavern_ledger.audit", *BULK_WRITERS}
+
+
+def test_recall_resolves_its_scope_without_ingestions_writes() -> None:
+    files = module_files(LEDGER)
+    recall = [m for m in files if m.startswith("tavern_ledger.recall")]
+    uses = {i for m in recall for i in imported(m, files[m], set(files))}
+    assert "tavern_ledger.scopes.evidence" in uses
+    assert "tavern_ledger.evidence.ingest" not in uses
+
+
+def test_the_ledger_checks_find_vague_folders_a_second_outbox_and_audit_writer(
+    tmp_path: Path,
+) -> None:
+    package = (
+        _tree(
+            tmp_path,
+            {
+                "tavern_ledger/__init__.py": "",
+                "tavern_ledger/outbox.py": "Q = 'INSERT INTO ledger.outbox (msg_id) VALUES ($1)'\n",
+                "tavern_ledger/audit.py": "Q = 'insert into ledger.audit (op) values ($1)'\n",
+                "tavern_ledger/store/__init__.py": "",
+                "tavern_ledger/stores/__init__.py": "",
+                "tavern_ledger/stores/outbox.py": "Q = 'INSERT INTO ledger.store_outbox (id)'\n",
+                "tavern_ledger/stores/audit.py": "Q = 'INSERT INTO ledger.audit (op)'\n",
+                "tavern_ledger/sql/001_init.sql": (
+                    "CREATE TABLE ledger.outbox (id int);\n"
+                    "CREATE TABLE ledger.tool_audit (id int);\n"
+                    "CREATE TABLE ledger.old_outbox (id int);\nDROP TABLE ledger.old_outbox;\n"
+                ),
+            },
+        )
+        / "tavern_ledger"
+    )
+    assert vague_folders(package) == ["store", "stores"]
+    assert named_like(package, "outbox") == ["tavern_ledger.outbox", "tavern_ledger.stores.outbox"]
+    assert tables_like(package, "outbox") == ["outbox", "store_outbox"]
+    assert named_like(package, "audit") == ["tavern_ledger.audit", "tavern_ledger.stores.audit"]
+    assert tables_like(package, "audit") == ["audit", "tool_audit"]
+    assert writers_of(package, "audit") == ["tavern_ledger.audit", "tavern_ledger.stores.audit"]
