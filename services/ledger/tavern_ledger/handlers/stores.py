@@ -99,8 +99,8 @@ class StoreHandlers:
             ctx = self._context(resources)
             access = self._access(resources)
             reply = await rpc.serve(ctx, self.limiter, op, msg.body, access, msg.headers)
-            if op.writes and "error" not in reply:  # the change's facts, and any left behind
-                await ledger.relay.flush()
+            if op.writes and "error" not in reply:  # its facts are in the outbox: sent meanwhile
+                ledger.relay.kick()
             return reply
 
         handle.__name__ = f"{op.name.replace('.', '_')}_rpc"
