@@ -21,8 +21,8 @@ from tavern_runtime.errors import TavernError
 
 HELP = (
     "commands: /cancel (stop the current turn), /compact (or /compact now), "
-    "/mode dsh-native|agent-managed, /swipe, /regenerate (st sessions), /speak NAME, /member add|remove|mute|unmute "
-    "CHARACTER (group chats), /quit"
+    "/mode dsh-native|agent-managed, /swipe, /regenerate (st sessions), /speak NAME, "
+    "/member add|remove|mute|unmute CHARACTER (group chats), /quit"
 )
 SIMPLE = ("/compact", "/swipe", "/regenerate")
 PROMPT = "you> "
