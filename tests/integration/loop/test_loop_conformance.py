@@ -58,7 +58,8 @@ async def test_a_reply_cut_at_max_tokens_runs_none_of_its_tool_calls(bus: LoopBu
     assert of_type(events, "tool/result") == []
     assert len(server.requests) == 1, "no request follows a cut reply"
     stopping = one(events, "turn/stopping").payload
-    assert stopping.detail is not None and stopping.detail.startswith("max_tokens")
+    assert stopping.detail is not None
+    assert stopping.detail.startswith("max_tokens")
     end = events[-1].payload
     assert (end.outcome, end.steps, end.max_tokens) == ("completed", 1, True)
     assert one(events, "step/end").payload.finish_reason == "length"
