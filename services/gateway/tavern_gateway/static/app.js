@@ -314,7 +314,7 @@ function chatPage() {
     if (!text) return;
     clearNotice();
     try {
-      if (text === "/compact") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact" });
+      if (text === "/compact" || text === "/compact now") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: text === "/compact now" ? { now: true } : {} });
       else await api("POST", `/api/sessions/${sid}/messages`, { text });
       box.value = "";
       sessionStorage.removeItem(draftKey);
