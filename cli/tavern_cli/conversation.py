@@ -177,7 +177,10 @@ class Renderer:
         elif event.payload.content:
             self._line(f"{self._c(BOLD, self._speaker(event))}: {event.payload.content}")
         if event.payload.partial:
-            self._line(self._c(DIM, "  (partial reply kept: the turn was cancelled)"))
+            why = "the stream broke" if event.payload.finish_reason == "error" else "cancelled"
+            self._line(self._c(DIM, f"  (partial reply kept: {why})"))
+        elif event.payload.finish_reason == "length":
+            self._line(self._c(DIM, "  (the reply was cut at the token limit)"))
 
     def _user_message(self, event: Any) -> None:
         text = event.payload.text
@@ -199,6 +202,21 @@ class Renderer:
             )
         )
 
+    def _agent_retry(self, event: Any) -> None:
+        p = event.payload
+        failed = f"{p.provider}:{p.model} failed ({p.reason}{_status(p)})"
+        if p.fallback is not None:
+            target = p.fallback
+            label = (
+                "the offline stand-in model"
+                if target.offline
+                else f"{target.provider}:{target.model}"
+            )
+            then = f"falling back to {label}"
+        else:
+            then = f"retrying in {p.delay_s or 0:g} s"
+        self._line(self._c(YELLOW, f"  ↻ {failed}; {then}"))
+
     def _tool_call(self, event: Any) -> None:
         p = event.payload
         self._line(self._c(YELLOW, f"  → {p.name}({_arguments(p.arguments)})"))
@@ -219,6 +237,9 @@ class Renderer:
             )
         )
 
+    def _context_compaction_skipped(self, event: Any) -> None:
+        self._line(self._c(DIM, f"  {event.payload.detail}"))
+
     def _session_binding_changed(self, event: Any) -> None:
         p = event.payload
         change = f"{p.from_context_mode} → {p.to_context_mode}"
@@ -230,6 +251,12 @@ class Renderer:
             why = f": {p.error.message}" if p.error else (f" ({p.reason})" if p.reason else "")
             self._line(self._c(RED, f"  turn {event.turn} {p.outcome}{why}"))
         self.show_prompt()
+
+
+def _status(payload: Any) -> str:
+    parts = [f"HTTP {payload.status}" if payload.status else "", payload.provider_code or ""]
+    shown = ", ".join(p for p in parts if p)
+    return f", {shown}" if shown else ""
 
 
 class Conversation:

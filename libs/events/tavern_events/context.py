@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tavern_events.envelope import Model, Payload, SessionEvent
-from tavern_events.parts import CallId
+from tavern_events.parts import CallId, ClaimedInput
 
 PRUNE_MARKER = "\n\n[... tool result middle pruned ...]\n\n"
 
@@ -50,3 +50,30 @@ class ContextCompacted(SessionEvent):
 
     type: Literal["context/compacted"] = "context/compacted"
     payload: ContextCompactedPayload
+
+
+SkipReason = Literal["nothing_to_compact", "not_smaller", "failed", "busy"]
+
+
+class ContextCompactionSkippedPayload(Payload):
+    trigger: Literal["pressure", "overflow", "command"]
+    reason: SkipReason
+    """`nothing_to_compact`: no span of history may be replaced; `not_smaller`: the summary
+    was not smaller than what it would replace; `failed`: the summariser failed; `busy`: a
+    `/compact` arrived while a turn was running (send it again when the turn has ended)."""
+    detail: str = Field(default="", max_length=500)
+    """What the user is shown."""
+    tokens_before: int | None = Field(default=None, ge=0)
+    tokens_after: int | None = Field(default=None, ge=0)
+    input_id: str | None = Field(default=None, max_length=64)
+    """The `/compact` command this answers, if a command asked."""
+    claimed: tuple[ClaimedInput, ...] = ()
+    """`busy`: the `/compact` that arrived mid-turn, claimed here (answered, never run)."""
+
+
+class ContextCompactionSkipped(SessionEvent):
+    """A compaction was asked for (by pressure, an overflow or `/compact`) and history was left
+    as it was; `payload.detail` says why, in words the user is shown."""
+
+    type: Literal["context/compaction-skipped"] = "context/compaction-skipped"
+    payload: ContextCompactionSkippedPayload

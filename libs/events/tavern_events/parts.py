@@ -74,6 +74,10 @@ class ErrorInfo(Model):
 
     code: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
     message: str = Field(max_length=4000)
+    status: int | None = None
+    """A provider failure: the HTTP status the server answered, if any."""
+    provider_code: str | None = Field(default=None, max_length=64)
+    """A provider failure: the server's own error code (`insufficient_quota`...), if any."""
 
 
 class ClaimedInput(Model):

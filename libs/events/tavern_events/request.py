@@ -39,6 +39,40 @@ class AgentRequest(SessionEvent):
     payload: AgentRequestPayload
 
 
+class RetryTarget(Model):
+    """The target a route handed a request over to."""
+
+    provider: str = Field(min_length=1, max_length=64)
+    model: str = Field(min_length=1, max_length=200)
+    offline: bool = False
+
+
+class AgentRetryPayload(Payload):
+    provider: str = Field(min_length=1, max_length=64)
+    model: str = Field(min_length=1, max_length=200)
+    route: str | None = Field(default=None, max_length=64)
+    attempt: int = Field(ge=1)
+    """Which attempt at this target failed (1 = the first)."""
+    reason: str = Field(min_length=1, max_length=64)
+    """The provider error's code (`rate_limited`, `timeout`, `server_error`, `unavailable`...)."""
+    message: str = Field(default="", max_length=4000)
+    status: int | None = None
+    provider_code: str | None = Field(default=None, max_length=64)
+    """The server's own error code, when it gave one (`insufficient_quota`...)."""
+    delay_s: float | None = Field(default=None, ge=0)
+    """A retry of the same target follows after this wait."""
+    fallback: RetryTarget | None = None
+    """The route's next target takes the request over (a new `agent/request` follows)."""
+
+
+class AgentRetry(SessionEvent):
+    """A model request attempt failed before any output and another follows: the same target
+    again after a wait, or the route's next target."""
+
+    type: Literal["agent/retry"] = "agent/retry"
+    payload: AgentRetryPayload
+
+
 ZoneName = Literal["kernel", "recent", "retrieved"]
 
 

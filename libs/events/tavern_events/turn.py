@@ -48,6 +48,9 @@ class TurnEndedPayload(Payload):
     steps: int = Field(default=0, ge=0)
     usage: Usage = Usage()
     error: ErrorInfo | None = None
+    max_tokens: bool | None = None
+    """True when a step's reply was cut at the token limit (`finish_reason: length`): its tool
+    calls were not run (their arguments may be cut too) and the reply may end mid-sentence."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TurnEndedPayload:

@@ -16,7 +16,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetRemoved, AssetUpdated
 from tavern_events.chat import ChatImported, ChatLine
-from tavern_events.context import ContextCompacted
+from tavern_events.context import ContextCompacted, ContextCompactionSkipped
 from tavern_events.envelope import (
     AssetEvent,
     Envelope,
@@ -37,7 +37,7 @@ from tavern_events.ledger import (
     VariableChanged,
 )
 from tavern_events.message import AssistantChunk, AssistantMessage, UserMessage
-from tavern_events.request import AgentRequest, RequestProjection
+from tavern_events.request import AgentRequest, AgentRetry, RequestProjection
 from tavern_events.session import SessionBindingChanged, SessionCreated, SessionForked
 from tavern_events.skips import SkipCounter, Skipped
 from tavern_events.step import StepEnded, StepStarted
@@ -58,10 +58,12 @@ SessionEventUnion = Annotated[
     | AssistantChunk
     | AssistantMessage
     | AgentRequest
+    | AgentRetry
     | RequestProjection
     | ToolCall
     | ToolResult
     | ContextCompacted
+    | ContextCompactionSkipped
     | ChatImported
     | ChatLine
     | MemberAdded

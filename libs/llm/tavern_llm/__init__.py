@@ -1,7 +1,9 @@
 """LLM providers of the loop: the protocol, OpenAI-compatible streaming, offline, routing."""
 
 from tavern_llm.base import (
+    AttemptFailed,
     ChatRequest,
+    Fallback,
     FinalMessage,
     Provider,
     ProviderError,
@@ -19,7 +21,9 @@ from tavern_llm.openai import OpenAIProvider
 from tavern_llm.router import ProviderRouter, Target, build_router
 
 __all__ = [
+    "AttemptFailed",
     "ChatRequest",
+    "Fallback",
     "FinalMessage",
     "LLMConfig",
     "OfflineProvider",

@@ -21,9 +21,10 @@ ErrorCode = Literal[
     "auth",
     "bad_request",
     "unavailable",
+    "malformed",
 ]
 RETRYABLE_CODES: frozenset[str] = frozenset(
-    {"rate_limited", "timeout", "server_error", "stream_cut", "unavailable"}
+    {"rate_limited", "timeout", "server_error", "stream_cut", "unavailable", "malformed"}
 )
 
 
@@ -65,9 +66,15 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """Token counts as reported. `cached_tokens` (prompt tokens served from the provider's
+    cache) and `reasoning_tokens` (completion tokens spent thinking) are parts of the two
+    totals, None when the provider does not say."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,35 @@ class FinalMessage:
     offline: bool
 
 
-StreamItem = StreamDelta | FinalMessage
+@dataclass(frozen=True)
+class AttemptFailed:
+    """An attempt that failed before any output, and what follows it: a retry of the same
+    target after `delay_s` (the provider), or the route's next target (the router, `fallback`).
+
+    Consumers that only want the reply skip it; the loop records it (`agent/retry`).
+    """
+
+    provider: str
+    model: str
+    attempt: int
+    code: str
+    message: str
+    status: int | None = None
+    provider_code: str | None = None
+    delay_s: float | None = None
+    fallback: Fallback | None = None
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The target a route hands a request over to."""
+
+    provider: str
+    model: str
+    offline: bool
+
+
+StreamItem = StreamDelta | FinalMessage | AttemptFailed
 
 
 class Provider(Protocol):
@@ -105,7 +140,11 @@ class Provider(Protocol):
 class ProviderError(TavernError):
     """A failed model request. `retryable` says whether the same request may succeed later.
 
-    `stream_cut` means deltas were already delivered: a retry is a new request, never a resume.
+    `stream_cut` means the connection broke (or fell silent) after deltas were delivered: a
+    retry is a new request, never a resume. `malformed` means the server sent something that is
+    not a chat completion chunk. `provider_code` is the server's own error code
+    (`insufficient_quota`, `invalid_api_key`...), when it gave one. `after_output` says that
+    deltas had already been delivered when the request failed.
     """
 
     def __init__(
@@ -116,6 +155,7 @@ class ProviderError(TavernError):
         status: int | None = None,
         retry_after_s: float | None = None,
         retryable: bool | None = None,
+        provider_code: str | None = None,
     ) -> None:
         retryable = code in RETRYABLE_CODES if retryable is None else retryable
         super().__init__(message, status=status, retry_after_s=retry_after_s, retryable=retryable)
@@ -123,10 +163,17 @@ class ProviderError(TavernError):
         self.status = status
         self.retry_after_s = retry_after_s
         self.retryable = retryable
+        self.provider_code = provider_code
+        self.after_output = False
 
     def as_dict(self) -> dict[str, Any]:
         """The provider's failure as recorded in `turn/end` (its own codes, not an RPC reply)."""
-        return {"code": self.code, "message": self.message, **self.details}
+        return {
+            "code": self.code,
+            "message": self.message,
+            **self.details,
+            **({"provider_code": self.provider_code} if self.provider_code else {}),
+        }
 
 
 _OVERFLOW = re.compile(

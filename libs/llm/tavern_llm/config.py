@@ -27,6 +27,12 @@ class LLMConfig(BaseSettings):
     timeout_connect_s: float = Field(default=10.0, gt=0)
     timeout_read_s: float = Field(default=120.0, gt=0, description="longest silence mid-stream")
     max_retries: int = Field(default=3, ge=0, description="retries after the first attempt")
+    max_wait_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="longest wait for a reply's first output over all attempts and backoffs "
+        "of one target; then the request fails (the route may fall back)",
+    )
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
     retry_after_max_s: float = Field(

@@ -15,6 +15,7 @@ from typing import Any
 from tavern_llm.base import ErrorCode, ProviderError, is_context_overflow
 
 MESSAGE_LIMIT = 300
+CODE_LIMIT = 64
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -93,6 +94,18 @@ def error_message(body: Any) -> str:
     return text[:MESSAGE_LIMIT]
 
 
+def provider_code(body: Any) -> str | None:
+    """The server's own error code (`error.code`, else `error.type`), bounded, or None."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+            return " ".join(str(value).split())[:CODE_LIMIT]
+    return None
+
+
 def _quota_exhausted(body: Any) -> bool:
     error = body.get("error") if isinstance(body, dict) else None
     return isinstance(error, dict) and error.get("code") == "insufficient_quota"
@@ -104,8 +117,9 @@ def error_for_response(
     """The error for a non-2xx response; a billing 429 (`insufficient_quota`) is not retryable."""
     body = decode_body(body_text)
     message = f"HTTP {status}: {error_message(body)}"
+    own = provider_code(body)
     if is_context_overflow(status, body):
-        return ProviderError("context_overflow", message, status=status)
+        return ProviderError("context_overflow", message, status=status, provider_code=own)
     retryable = False if status == 429 and _quota_exhausted(body) else None
     return ProviderError(
         _code_for_status(status),
@@ -113,6 +127,7 @@ def error_for_response(
         status=status,
         retry_after_s=retry_after_s(headers, now),
         retryable=retryable,
+        provider_code=own,
     )
 
 
@@ -122,6 +137,7 @@ def error_for_chunk(chunk: dict[str, Any]) -> ProviderError:
     status = error.get("code") if isinstance(error, dict) else None
     status = status if isinstance(status, int) else 400
     message = f"stream error: {error_message(chunk)}"
+    own = provider_code(chunk)
     if is_context_overflow(status, chunk):
-        return ProviderError("context_overflow", message, status=status)
-    return ProviderError("server_error", message)
+        return ProviderError("context_overflow", message, status=status, provider_code=own)
+    return ProviderError("server_error", message, provider_code=own)

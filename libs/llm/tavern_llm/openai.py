@@ -1,6 +1,7 @@
 """OpenAI-compatible chat completions over httpx (DeepSeek, OpenAI, vLLM, Ollama, llama.cpp).
 
-Streams SSE deltas; retries 429/5xx/connect failures with backoff, but only before the first delta.
+Streams SSE deltas; retries 429/5xx/connect failures with backoff, but only before the first delta,
+and within `max_wait_s` in all. Each retry is announced in the stream (`AttemptFailed`).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from datetime import UTC, datetime
@@ -17,6 +19,7 @@ import httpx
 import structlog
 
 from tavern_llm.base import (
+    AttemptFailed,
     ChatRequest,
     ProviderError,
     StreamDelta,
@@ -87,6 +90,7 @@ class OpenAIProvider:
         client: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self._config = config
@@ -98,6 +102,7 @@ class OpenAIProvider:
         self._client = client or httpx.AsyncClient()
         self._rng = rng or random.Random()
         self._clock = clock
+        self._monotonic = monotonic
 
     def context_window(self, model: str) -> int:
         return self._config.context_window(model)
@@ -107,30 +112,73 @@ class OpenAIProvider:
             await self._client.aclose()
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
-        """Stream one reply. Failures before the first delta are retried; later ones raise."""
+        """Stream one reply. Failures before the first delta are retried (each announced by an
+        `AttemptFailed`) until `max_wait_s` has passed; later ones raise."""
         body = request_body(request)
         attempts = self._config.max_retries + 1
+        deadline = self._monotonic() + self._config.max_wait_s
         for attempt in range(1, attempts + 1):
             started = False
             try:
                 async with aclosing(self._attempt(body, request.model, attempt)) as items:
+                    first = await self._first(items, deadline, attempt)
+                    if first is None:
+                        return
+                    started = True
+                    yield first
                     async for item in items:
-                        started = True
                         yield item
                 return
             except ProviderError as raised:
                 error = self._scrubbed(raised)
                 if started:
-                    self._log_cut(error, request.model)
-                    if not error.retryable or error.code == "stream_cut":
-                        raise
-                    raise ProviderError("stream_cut", f"cut after output ({error.code})") from error
-                delay = self._next_delay(error, attempt, attempts)
+                    raise self._after_output(error, request.model) from None
+                delay = self._next_delay(error, attempt, attempts, deadline)
                 if delay is None:
                     self._log_failure(error, request.model, attempt)
                     raise
                 self._log_retry(error, request.model, attempt, delay)
+                yield self._failed(error, request.model, attempt, delay)
                 await asyncio.sleep(delay)
+
+    async def _first(
+        self, items: AsyncGenerator[StreamItem, None], deadline: float, attempt: int
+    ) -> StreamItem | None:
+        """The attempt's first item, unless the total wait runs out first."""
+        remaining = deadline - self._monotonic()
+        try:
+            return await asyncio.wait_for(anext(items), max(remaining, 0.001))
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            wait = self._config.max_wait_s
+            raise ProviderError(
+                "timeout",
+                f"no output within {wait:g} s over {attempt} attempt(s) (TAVERN_LLM_MAX_WAIT_S)",
+            ) from None
+
+    def _after_output(self, error: ProviderError, model: str) -> ProviderError:
+        """A failure after deltas went out: the server's own error (an error chunk, a malformed
+        chunk) is kept as it is; a broken or silent connection is a `stream_cut`."""
+        self._log_cut(error, model)
+        if error.code == "timeout":
+            error = ProviderError("stream_cut", f"cut after output: {error.message}")
+        error.after_output = True
+        return error
+
+    def _failed(
+        self, error: ProviderError, model: str, attempt: int, delay: float
+    ) -> AttemptFailed:
+        return AttemptFailed(
+            provider=self.name,
+            model=model,
+            attempt=attempt,
+            code=error.code,
+            message=error.message,
+            status=error.status,
+            provider_code=error.provider_code,
+            delay_s=round(delay, 3),
+        )
 
     async def _attempt(
         self, body: dict[str, Any], model: str, attempt: int
@@ -204,14 +252,19 @@ class OpenAIProvider:
         )
         yield final
 
-    def _next_delay(self, error: ProviderError, attempt: int, attempts: int) -> float | None:
+    def _next_delay(
+        self, error: ProviderError, attempt: int, attempts: int, deadline: float
+    ) -> float | None:
+        """The wait before the next attempt, or None: give up (not retryable, out of attempts,
+        or the wait would end past the deadline)."""
         config = self._config
         if not error.retryable or attempt >= attempts:
             return None
         if error.retry_after_s is not None and error.retry_after_s > config.retry_after_max_s:
             return None
         jitter = self._rng.random()
-        return retry_delay(error, attempt, config.backoff_base_s, config.backoff_max_s, jitter)
+        delay = retry_delay(error, attempt, config.backoff_base_s, config.backoff_max_s, jitter)
+        return delay if self._monotonic() + delay < deadline else None
 
     def _log_cut(self, error: ProviderError, model: str) -> None:
         log.warning("llm_stream_cut", provider=self.name, model=model, code=error.code)

@@ -12,7 +12,14 @@ from dataclasses import dataclass, replace
 import httpx
 import structlog
 
-from tavern_llm.base import ChatRequest, Provider, ProviderError, StreamItem
+from tavern_llm.base import (
+    AttemptFailed,
+    ChatRequest,
+    Fallback,
+    Provider,
+    ProviderError,
+    StreamItem,
+)
 from tavern_llm.config import LLMConfig
 from tavern_llm.offline import OfflineProvider
 from tavern_llm.openai import OpenAIProvider
@@ -82,15 +89,18 @@ class ProviderRouter:
         return self.provider(first).context_window(first.model)
 
     async def stream(self, task: str, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
-        """Stream from the first target that gets a delta out; its model replaces request.model."""
+        """Stream from the first target that gets a delta out; its model replaces request.model.
+
+        A hand-over to the next target is announced by an `AttemptFailed` naming it."""
         targets = self.targets(task)
         for position, target in enumerate(targets, start=1):
             routed = replace(request, model=target.model, route=task)
-            started = False
+            started, attempts = False, 1
             try:
                 async with aclosing(self.provider(target).stream(routed)) as items:
                     async for item in items:
-                        started = True
+                        attempts += isinstance(item, AttemptFailed)
+                        started = started or not isinstance(item, AttemptFailed)
                         yield item
                 return
             except ProviderError as error:
@@ -103,6 +113,22 @@ class ProviderRouter:
                     code=error.code,
                     status=error.status,
                 )
+                yield self._handover(target, targets[position], error, attempts)
+
+    def _handover(
+        self, failed: Target, after: Target, error: ProviderError, attempt: int
+    ) -> AttemptFailed:
+        offline = self.provider(after).offline
+        return AttemptFailed(
+            provider=failed.provider,
+            model=failed.model,
+            attempt=attempt,
+            code=error.code,
+            message=error.message,
+            status=error.status,
+            provider_code=error.provider_code,
+            fallback=Fallback(provider=after.provider, model=after.model, offline=offline),
+        )
 
     async def aclose(self) -> None:
         """Close the providers that hold resources (HTTP clients)."""

@@ -31,13 +31,13 @@ DONE = "[DONE]"
 async def event_data(response: httpx.Response) -> AsyncIterator[str]:
     """The data of each event of an event-stream response, in order. An event without data is
     not dispatched (as the SSE spec says), nor is one the server never ended with a blank line.
-    A response that is not an event stream is a `server_error`."""
+    A response that is not an event stream is `malformed`."""
     try:
         async for event in EventSource(response).aiter_sse():
             if event.data:
                 yield event.data
     except SSEError as exc:
-        raise ProviderError("server_error", f"not an event stream: {exc}") from None
+        raise ProviderError("malformed", f"not an event stream: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,32 @@ def _tool_delta(raw: dict[str, Any], position: int) -> ToolCallDelta:
 
 
 def parse_usage(raw: Any) -> Usage | None:
+    """OpenAI's usage, with its details: cached prompt tokens (`prompt_tokens_details`, or
+    DeepSeek's `prompt_cache_hit_tokens`) and reasoning tokens (`completion_tokens_details`)."""
     if not isinstance(raw, dict):
         return None
     prompt = int(raw.get("prompt_tokens") or 0)
     completion = int(raw.get("completion_tokens") or 0)
     total = int(raw.get("total_tokens") or prompt + completion)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    cached = _detail(raw, "prompt_tokens_details", "cached_tokens")
+    if cached is None:
+        cached = _count(raw.get("prompt_cache_hit_tokens"))
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        cached_tokens=cached,
+        reasoning_tokens=_detail(raw, "completion_tokens_details", "reasoning_tokens"),
+    )
+
+
+def _detail(raw: dict[str, Any], section: str, key: str) -> int | None:
+    details = raw.get(section)
+    return _count(details.get(key)) if isinstance(details, dict) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def parse_chunk(chunk: dict[str, Any]) -> ChunkParts:
@@ -139,5 +159,5 @@ def _decode_chunk(data: str) -> dict[str, Any]:
     except ValueError:
         chunk = None
     if not isinstance(chunk, dict):
-        raise ProviderError("server_error", f"malformed stream chunk ({len(data)} chars)")
+        raise ProviderError("malformed", f"malformed stream chunk ({len(data)} chars)")
     return chunk

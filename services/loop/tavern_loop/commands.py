@@ -1,10 +1,11 @@
-"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`, `/regenerate`, and in
-a group chat `/speak`, `/member`, `/group`.
+"""Command turns: `/compact` (also `/compact now`), `/create`, `/mode`, `/fork`, `/swipe`,
+`/regenerate`, and in a group chat `/speak`, `/member`, `/group`.
 
 A command is claimed alone, so it always runs at an idle turn boundary. A refused command ends
 its turn `rejected` with the reason (nothing else changes); an accepted one records what it did
-(`session/binding-changed`, `session/forked`, a reply with form `swipe`/`regenerate`) and ends
-`completed`.
+(`session/binding-changed`, `session/forked`, a reply with form `swipe`/`regenerate`,
+`context/compacted` or `context/compaction-skipped`) and ends `completed`, with what happened
+in words in the turn's `reason`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tavern_events.context import ContextCompactionSkipped
 from tavern_events.envelope import SessionEvent
 from tavern_events.input import CommandInput
 from tavern_events.session import (
@@ -63,7 +65,13 @@ class TurnRunner(Protocol):
 
     async def end(self, outcome: str, reason: str | None = None) -> TurnEnded: ...
 
-    async def compact(self, trigger: str, retain_tokens: int, limit: int | None = None) -> bool: ...
+    async def compact(
+        self,
+        trigger: str,
+        retain_tokens: int,
+        limit: int | None = None,
+        input_id: str | None = None,
+    ) -> bool: ...
 
     async def reply_turn(self, form: str) -> TurnEnded: ...
 
@@ -98,8 +106,10 @@ async def _compact(turn: TurnRunner, command: CommandInput) -> TurnEnded:
         return await turn.end(
             "rejected", "st sessions are not compacted: their history is fitted to the window"
         )
-    await turn.compact("command", retain_tokens=0)
-    return await turn.end("completed", "command")
+    if await turn.compact("command", retain_tokens=0, input_id=command.input_id):
+        return await turn.end("completed", "compacted")
+    skipped = [e for e in turn.held.events if isinstance(e, ContextCompactionSkipped)]
+    return await turn.end("completed", skipped[-1].payload.detail if skipped else "not compacted")
 
 
 async def _create(turn: TurnRunner, command: CommandInput) -> TurnEnded:

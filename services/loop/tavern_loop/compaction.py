@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tavern_events.context import ContextCompacted, ContextCompactedPayload, PruningRule
+from tavern_events.context import (
+    ContextCompacted,
+    ContextCompactedPayload,
+    ContextCompactionSkippedPayload,
+    PruningRule,
+    SkipReason,
+)
 from tavern_events.envelope import SessionEvent
 from tavern_events.tool import ToolResult
 from tavern_llm.base import ChatRequest, FinalMessage
@@ -20,6 +26,7 @@ from tavern_llm.tokens import message_tokens, messages_tokens, system_tokens, to
 from tavern_loop.domain.history import Node, derive_messages, history_cut_points, surface_of
 from tavern_loop.domain.pruner import PrunerConfig, prune_text
 from tavern_loop.options import CompactionOptions
+from tavern_runtime.secretscan import redact_secrets
 
 INSTRUCTION = (
     "You are the compaction engine of this conversation. Condense everything above into exactly "
@@ -38,6 +45,37 @@ def pressure(system: str, tools: list[dict[str, Any]], messages: list[dict[str, 
 
 def threshold_tokens(context_window: int, options: CompactionOptions) -> int:
     return math.floor(context_window * options.threshold_ratio)
+
+
+_SKIPPED = {
+    "nothing_to_compact": "nothing to compact: no earlier part of the history may be replaced "
+    "yet (the newest exchange is always kept)",
+    "not_smaller": "not compacted: the summary ({after} tokens) was not smaller than what it "
+    "would replace ({before} tokens)",
+    "failed": "not compacted: the summariser failed ({error})",
+    "busy": "busy: a turn is running; send /compact again when it has ended",
+}
+
+
+def skipped(
+    trigger: str,
+    reason: SkipReason,
+    error: str = "",
+    before: int | None = None,
+    after: int | None = None,
+) -> ContextCompactionSkippedPayload:
+    """Why history was left as it was, with the words the user is shown."""
+    error = redact_secrets(error)[:300]
+    detail = _SKIPPED[reason].format(before=before, after=after, error=error)
+    return ContextCompactionSkippedPayload.model_validate(
+        {
+            "trigger": trigger,
+            "reason": reason,
+            "detail": detail[:500],
+            "tokens_before": before,
+            "tokens_after": after,
+        }
+    )
 
 
 def prune_plan(log: Sequence[SessionEvent], config: PrunerConfig) -> list[str]:

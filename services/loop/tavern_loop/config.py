@@ -38,6 +38,12 @@ class LoopSettings(TavernSettings):
         "each: 150 MB at the default), so a session's next turn reads only what was stored "
         "since; 0: read whole",
     )
+    loop_followups_per_turn: int = Field(
+        default=1,
+        ge=1,
+        description="messages sent while a session is idle that one turn enters (DSH: 1, one "
+        "turn each); messages sent during a turn join it at its next step",
+    )
     loop_projection_ratios: dict[str, float] = Field(
         default_factory=lambda: {"kernel": 0.15, "recent": 0.35, "retrieved": 0.25, "reply": 0.25},
         description="agent-managed budget zones as shares of the context window",
@@ -64,4 +70,8 @@ def loop_options(settings: LoopSettings) -> LoopOptions:
         allow_bulk_deletes=settings.loop_allow_bulk_deletes,
         projection=projection,
     )
-    return LoopOptions(profiles=profiles, log_cache_events=settings.loop_log_cache_events)
+    return LoopOptions(
+        profiles=profiles,
+        log_cache_events=settings.loop_log_cache_events,
+        followups_per_turn=settings.loop_followups_per_turn,
+    )

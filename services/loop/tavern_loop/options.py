@@ -107,6 +107,9 @@ class LoopOptions:
     max_steps_per_turn: int = 24
     max_input_chars: int = 32_000
     max_claims_per_turn: int = 32
+    followups_per_turn: int = 1
+    """Messages sent while the session was idle that one turn claims (DSH: one per turn);
+    messages sent during a turn join it at its next step boundary."""
     recall: bool = True
     recall_timeout_s: float = 3.0
     approvals: bool = True

@@ -37,11 +37,14 @@ def choose_claim(
     pending: list[PendingInput],
     limit: int,
     refused: Callable[[PendingInput], bool] = lambda item: False,
+    messages: int = 1,
 ) -> list[PendingInput]:
     """What the next turn claims: the readable inputs in order (stale cancels included, so the
-    cursor passes them).
+    cursor passes them), up to `messages` messages.
 
-    A command is claimed alone, so it runs at an idle turn boundary in a turn of its own. An
+    Messages sent while the session was idle are follow-ups: as in DSH, each is entered in a
+    turn of its own (`messages` = 1, the default; `TAVERN_LOOP_FOLLOWUPS_PER_TURN`). A
+    command is claimed alone, so it runs at an idle turn boundary in a turn of its own. An
     input the pre-step refuses is claimed alone too: the inputs before it make a turn of their
     own, so a refused message never takes a good one down with it.
     """
@@ -51,6 +54,8 @@ def choose_claim(
             continue  # unreadable: the dispatcher dead-letters it
         alone = item.slash is not None or refused(item)
         if alone and _has_work(claim):
+            break
+        if item.message is not None and sum(p.message is not None for p in claim) >= messages:
             break
         claim.append(item)
         if alone:
@@ -84,6 +89,8 @@ class SessionRunner:
         self._wake = asyncio.Event()  # an input of this session arrived
         self._arrivals = Arrivals()  # which ones, for the step boundaries of a turn
         self._first_read = True
+        self._seen: list[PendingInput] = []
+        """The unclaimed inputs of the last read (what the next turn's claim was chosen from)."""
         self._read: tuple[int, int] = (0, 0)
         """The log seq of the last event this runner read, and where its last message is."""
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
@@ -152,6 +159,7 @@ class SessionRunner:
             creation = self._ensure_created(self.held, claim)
             self.cancel = asyncio.Event()
             turn = TurnRunner(self.held, self._deps, self.cancel, creation, self._arrivals)
+            turn.followups = self._followups(claim)
             await turn.run(claim)
             self.progress.set()
 
@@ -223,12 +231,22 @@ class SessionRunner:
         )
         self._first_read = False
         fresh = [self._authenticated(p) for p in found if p.input_id not in state.claimed_ids]
+        self._seen = fresh
         options = self._deps.options
         owner = state.binding.owner if state.created else _creator(fresh)
         return choose_claim(
             fresh,
             options.max_claims_per_turn,
             lambda item: input_rejection(item, options, owner) is not None,
+            options.followups_per_turn,
+        )
+
+    def _followups(self, claim: list[PendingInput]) -> frozenset[str]:
+        """Messages already waiting when the turn claimed: they wait for turns of their own
+        rather than join this one at a step boundary."""
+        claimed = {p.input_id for p in claim}
+        return frozenset(
+            p.input_id for p in self._seen if p.message is not None and p.input_id not in claimed
         )
 
     def _authenticated(self, item: PendingInput) -> PendingInput:

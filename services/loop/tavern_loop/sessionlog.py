@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
+from tavern_events.context import ContextCompactionSkipped
 from tavern_events.envelope import SessionEvent
 from tavern_events.step import StepStarted
 from tavern_events.turn import TurnEnded, TurnStarted
@@ -174,7 +175,7 @@ def settled_cursor(events: Sequence[SessionEvent]) -> int:
     """The INPUTS seq up to which every claimed input's turn has a durable turn/end."""
     cursor = settled = 0
     for event in events:
-        if isinstance(event, TurnStarted | StepStarted):
+        if isinstance(event, TurnStarted | StepStarted | ContextCompactionSkipped):
             cursor = max([cursor, *(c.stream_seq for c in event.payload.claimed)])
         elif isinstance(event, TurnEnded):
             settled = cursor

@@ -1,4 +1,6 @@
-"""One model request: stream deltas into `assistant/chunk` events, stop at once on cancel.
+"""One model request: stream deltas into `assistant/chunk` events, stop at once on cancel;
+failed attempts announced by the provider go to `on_failed`, a failure after output ends the
+stream with what was delivered so far.
 
 Chunk appends are coalesced: while one append is in flight, later deltas gather into the next
 event, so a long stream costs a few appends rather than one per token, and a stream that ends
@@ -15,11 +17,12 @@ from typing import Any
 
 from tavern_events.message import AssistantChunk, AssistantChunkPayload
 from tavern_events.parts import ToolCallDelta as DeltaPart
-from tavern_llm.base import FinalMessage, StreamDelta, StreamItem
+from tavern_llm.base import AttemptFailed, FinalMessage, ProviderError, StreamDelta, StreamItem
 from tavern_loop.domain.drafts import Drafter
 
 Append = Callable[[AssistantChunk], Awaitable[object]]
 Stage = Callable[[AssistantChunk], object]
+OnFailed = Callable[[AttemptFailed], object]
 
 
 @dataclass
@@ -28,6 +31,8 @@ class StreamOutcome:
     text: str  # what was streamed, kept when the stream is cancelled or cut
     reasoning: str
     cancelled: bool = False
+    error: ProviderError | None = None
+    """The failure that ended the stream after output (then `final` is None)."""
 
 
 @dataclass
@@ -99,18 +104,30 @@ async def stream_reply(
     source: AsyncGenerator[StreamItem, None],
     cancel: asyncio.Event,
     writer: _ChunkWriter,
+    on_failed: OnFailed = lambda failed: None,
 ) -> StreamOutcome:
-    """Consume `source` until its final message or until `cancel` is set (closing it)."""
+    """Consume `source` until its final message or until `cancel` is set (closing it).
+
+    A `ProviderError` raised before any output propagates; one raised after output ends the
+    stream with the text delivered so far (`outcome.error`)."""
     text: list[str] = []
     reasoning: list[str] = []
     cancelled: asyncio.Future[Any] = asyncio.ensure_future(cancel.wait())  # one for the stream
     try:
         while True:
-            item = await _next_or_cancel(source, cancel, cancelled)
+            try:
+                item = await _next_or_cancel(source, cancel, cancelled)
+            except ProviderError as error:
+                if not error.after_output:
+                    raise
+                return StreamOutcome(None, "".join(text), "".join(reasoning), error=error)
             if item is None:
                 return StreamOutcome(None, "".join(text), "".join(reasoning), cancelled=True)
             if isinstance(item, FinalMessage):
                 return StreamOutcome(item, item.content, item.reasoning_content)
+            if isinstance(item, AttemptFailed):
+                on_failed(item)
+                continue
             text.append(item.text)
             reasoning.append(item.reasoning)
             writer.add(item)

@@ -17,7 +17,12 @@ from typing import Any, Protocol
 from nats.js import JetStreamContext
 
 from tavern_events import subjects
-from tavern_events.context import ContextCompacted, ContextCompactedPayload
+from tavern_events.context import (
+    ContextCompacted,
+    ContextCompactedPayload,
+    ContextCompactionSkipped,
+    ContextCompactionSkippedPayload,
+)
 from tavern_events.envelope import SessionEvent
 from tavern_events.group import Speaker
 from tavern_events.message import (
@@ -26,13 +31,23 @@ from tavern_events.message import (
     UserMessage,
     UserMessagePayload,
 )
-from tavern_events.parts import ClaimedInput, ErrorInfo, ToolCallPart, Usage, finish_reason_of
+from tavern_events.parts import (
+    ClaimedInput,
+    ErrorInfo,
+    FinishReason,
+    ToolCallPart,
+    Usage,
+    finish_reason_of,
+)
 from tavern_events.request import (
     AgentRequest,
     AgentRequestPayload,
+    AgentRetry,
+    AgentRetryPayload,
     BudgetZone,
     RequestProjection,
     RequestProjectionPayload,
+    RetryTarget,
 )
 from tavern_events.step import StepEnded, StepEndedPayload, StepStarted, StepStartedPayload
 from tavern_events.tool import SpillRef, ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
@@ -44,7 +59,7 @@ from tavern_events.turn import (
     TurnStopping,
     TurnStoppingPayload,
 )
-from tavern_llm.base import ChatRequest, FinalMessage, ProviderError
+from tavern_llm.base import AttemptFailed, ChatRequest, FinalMessage, ProviderError
 from tavern_llm.router import ProviderRouter
 from tavern_loop import compaction
 from tavern_loop.cast import Cast
@@ -86,6 +101,7 @@ APPROVALS_HEADER = (
 )
 APPROVALS_S = 1.0
 REMINDER_SOURCE = "plugin:repeat-tool-reminder"
+MAX_TOKENS_DETAIL = "max_tokens: the reply was cut at the token limit; its tool calls were not run"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
@@ -138,6 +154,14 @@ class TurnFailed(Exception):
         super().__init__(message)
         self.info = error_info(code, message)
 
+    @classmethod
+    def provider(cls, error: ProviderError) -> TurnFailed:
+        """A failed model request, with the server's status and own error code."""
+        failed = cls(f"provider_{error.code}", str(error))
+        update = {"status": error.status, "provider_code": error.provider_code}
+        failed.info = failed.info.model_copy(update=update)
+        return failed
+
 
 def error_info(code: str, message: str) -> ErrorInfo:
     """An error as the session log records it: credentials a provider, a tool or an exception
@@ -151,6 +175,8 @@ class _Progress:
     usage: Usage = field(default_factory=Usage)
     cancel_reason: str | None = None
     last_recall: str | None = None
+    max_tokens: bool = False
+    """A step's reply was cut at the token limit (sticky for the turn, as in DSH)."""
 
 
 class TurnRunner:
@@ -185,6 +211,9 @@ class TurnRunner:
         self.choice: Choice | None = None
         self.speaker: Speaker | None = None
         """The member speaking now (a group chat), also the drafter's `actor_id`."""
+        self.followups: frozenset[str] = frozenset()
+        """Messages that were waiting when this turn claimed: each waits for a turn of its
+        own (they are not claimed mid-turn, nor is anything after them)."""
 
     async def rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """A request made in this session: signed as the loop acting for the session's owner,
@@ -410,6 +439,7 @@ class TurnRunner:
             steps=steps,
             usage=p.usage,
             error=error,
+            max_tokens=True if p.max_tokens else None,
         )
         self.draft.step = p.steps
         (ended,) = await self.append(self.draft(TurnEnded, payload))
@@ -443,10 +473,12 @@ class TurnRunner:
                 inputs, claims = fresh, tuple(p.claim() for p in fresh)
                 continue
             inputs, claims = [], ()
-            if final.tool_calls and not any(o.concludes_turn for o in outcomes):
+            cut = finish_reason_of(final.finish_reason) == "length"
+            if final.tool_calls and not cut and not any(o.concludes_turn for o in outcomes):
                 continue
             if last:
-                await self._stopping("done")
+                detail = MAX_TOKENS_DETAIL if self.progress.max_tokens else None
+                await self._stopping("done", detail)
             return False
 
     async def _step(
@@ -467,6 +499,9 @@ class TurnRunner:
             final = await self._request()
             usage = _usage(final)
             finish = finish_reason_of(final.finish_reason)
+            if finish == "length":  # cut at the token limit: its tool calls are not run
+                self.progress.max_tokens = True
+                return final, []
             outcomes = await self._tools(final)
             return final, outcomes
         finally:
@@ -476,8 +511,9 @@ class TurnRunner:
             payload = StepEndedPayload(usage=usage, tool_calls=len(outcomes), finish_reason=finish)
             self.stage(self.draft(StepEnded, payload))
 
-    async def _stopping(self, reason: str) -> None:
-        self.stage(self.draft(TurnStopping, TurnStoppingPayload(reason=reason)))
+    async def _stopping(self, reason: str, detail: str | None = None) -> None:
+        payload = TurnStoppingPayload(reason=reason, detail=detail)
+        self.stage(self.draft(TurnStopping, payload))
 
     async def _user_messages(self, inputs: list[PendingInput], reminders: list[str]) -> None:
         events: list[SessionEvent] = []
@@ -552,6 +588,20 @@ class TurnRunner:
         payload = UserMessagePayload(text="\n".join(lines))
         self.stage(self.draft(UserMessage, payload, source="plugin:consolidator", form="approval"))
 
+    def _busy(self, item: PendingInput, before: list[PendingInput]) -> bool:
+        """A `/compact` of the session's owner that arrived mid-turn is answered at once
+        ("busy") and claimed by that answer, rather than waiting for the turn to end; only
+        when nothing before it is still to be claimed, so the input cursor never skips one."""
+        slash = item.slash
+        if slash is None or slash.payload.name != "compact" or not self._owners(item):
+            return False
+        if any(p.message is not None for p in before):
+            return False
+        busy = compaction.skipped("command", "busy")
+        update = {"input_id": item.input_id, "claimed": (item.claim(),)}
+        self.stage(self.draft(ContextCompactionSkipped, busy.model_copy(update=update)))
+        return True
+
     async def _claim_mid_turn(self) -> list[PendingInput]:
         """Messages that arrived during the turn join it at the next step boundary."""
         state = self.held.state
@@ -576,6 +626,10 @@ class TurnRunner:
         claimable: list[PendingInput] = []
         owner = state.binding.owner
         for item in fresh:
+            if item.input_id in self.followups:
+                break
+            if self._busy(item, claimable):
+                continue
             if item.slash is not None or input_rejection(item, self.deps.options, owner):
                 break
             if item.message is not None or item.command is None or item.is_cancel:
@@ -604,15 +658,13 @@ class TurnRunner:
         except ProviderError as error:
             recoverable = error.code == "context_overflow" and self.profile.compacts
             if not recoverable or self.cancel.is_set():
-                raise TurnFailed(f"provider_{error.code}", str(error)) from error
-            before = len(self.held.events)
-            await self.compact("overflow", retain_tokens=0)
-            if len(self.held.events) == before:
-                raise TurnFailed("provider_context_overflow", str(error)) from error
+                raise TurnFailed.provider(error) from error
+            if not await self.compact("overflow", retain_tokens=0):
+                raise TurnFailed.provider(error) from error
             try:
                 return await self._attempt(2)
             except ProviderError as again:
-                raise TurnFailed(f"provider_{again.code}", str(again)) from again
+                raise TurnFailed.provider(again) from again
 
     async def _attempt(self, attempt: int) -> FinalMessage:
         plan = await self.plan()
@@ -641,7 +693,14 @@ class TurnRunner:
         writer = chunk_writer(
             self.append, self.stage, self.draft, attempt, self.deps.options.chunk_events
         )
-        outcome = await stream_reply(router.stream("chat", request), self.cancel, writer)
+
+        def failed(item: AttemptFailed) -> None:
+            self._retried(item, payload)
+
+        outcome = await stream_reply(router.stream("chat", request), self.cancel, writer, failed)
+        if outcome.error is not None:  # the stream broke after output: what came is kept
+            await self._partial(outcome.text, outcome.reasoning, "error")
+            raise outcome.error
         if outcome.final is None:
             await self._partial(outcome.text, outcome.reasoning)
             raise TurnCancelled
@@ -685,22 +744,56 @@ class TurnRunner:
             "lastSpeaker": names.get(last, last) if last is not None else None,
         }
 
-    async def _partial(self, text: str, reasoning: str) -> None:
+    def _retried(self, failed: AttemptFailed, request: AgentRequestPayload) -> None:
+        """An attempt failed before output and another follows: recorded, and a hand-over to
+        the route's next target gets an `agent/request` of its own (labelled offline if so)."""
+        fallback = failed.fallback
+        payload = AgentRetryPayload(
+            provider=failed.provider,
+            model=failed.model,
+            route=request.route,
+            attempt=failed.attempt,
+            reason=failed.code,
+            message=redact_secrets(failed.message)[:4000],
+            status=failed.status,
+            provider_code=failed.provider_code,
+            delay_s=failed.delay_s,
+            fallback=(
+                RetryTarget(
+                    provider=fallback.provider, model=fallback.model, offline=fallback.offline
+                )
+                if fallback is not None
+                else None
+            ),
+        )
+        self.stage(self.draft(AgentRetry, payload, source="host"))
+        if fallback is not None:
+            update = {"provider": fallback.provider, "model": fallback.model}
+            handed = request.model_copy(update={**update, "offline": fallback.offline})
+            self.stage(self.draft(AgentRequest, handed))
+
+    async def _partial(self, text: str, reasoning: str, finish: FinishReason = "cancelled") -> None:
+        """The prefix of a reply kept after a cancel (`cancelled`) or a broken stream (`error`)."""
         if not text.strip():
             return
         payload = AssistantMessagePayload(
             content=text,
             reasoning_content=reasoning or None,
-            finish_reason="cancelled",
+            finish_reason=finish,
             partial=True,
             speaker=self.speaker,
         )
         self.stage(self.draft(AssistantMessage, payload, source="host"))
 
     async def _assistant(self, final: FinalMessage) -> None:
+        """The reply as the log keeps it. A reply cut at the token limit keeps no tool calls
+        (their arguments may be cut; they stay in its chunks): none is run, none owes a
+        result, and the next request does not carry them."""
         calls = tuple(
             ToolCallPart(id=c.id, name=c.name, arguments=c.arguments) for c in final.tool_calls
         )
+        if finish_reason_of(final.finish_reason) == "length":
+            calls = ()
         payload = AssistantMessagePayload(
             content=final.content,
             reasoning_content=final.reasoning_content or None,
@@ -771,8 +864,16 @@ class TurnRunner:
             "pressure", retain_tokens=int(window * options.retain_ratio), limit=limit
         )
 
-    async def compact(self, trigger: str, retain_tokens: int, limit: int | None = None) -> bool:
-        """Prune, then (if still needed) summarise; True when history changed."""
+    async def compact(
+        self,
+        trigger: str,
+        retain_tokens: int,
+        limit: int | None = None,
+        input_id: str | None = None,
+    ) -> bool:
+        """Prune, then (if still needed) summarise; True when history changed. When it did
+        not, a `context/compaction-skipped` says why (under pressure only when a summary was
+        tried: an unchanged history would otherwise say so at every step)."""
         options = self.deps.options.compaction
         plan = await self.plan()
         system, tools = plan.system, plan.tools
@@ -781,7 +882,13 @@ class TurnRunner:
             changed = await self._prune(trigger, system, tools)
             if limit is not None and (await self.plan()).estimate() < limit:
                 return changed
-        return await self._summarise(trigger, system, retain_tokens) or changed
+        skipped = await self._summarise(trigger, system, retain_tokens)
+        if skipped is None:
+            return True
+        if not changed and (trigger != "pressure" or skipped.reason != "nothing_to_compact"):
+            skipped = skipped.model_copy(update={"input_id": input_id})
+            self.stage(self.draft(ContextCompactionSkipped, skipped, source="host"))
+        return changed
 
     async def _prune(self, trigger: str, system: str, tools: list[dict[str, Any]]) -> bool:
         config = self.deps.options.compaction.pruner
@@ -805,22 +912,25 @@ class TurnRunner:
         )
         return True
 
-    async def _summarise(self, trigger: str, system: str, retain_tokens: int) -> bool:
+    async def _summarise(
+        self, trigger: str, system: str, retain_tokens: int
+    ) -> ContextCompactionSkippedPayload | None:
+        """Summarise a head of history; None when it was replaced, else why not."""
         cut = compaction.summary_cut(self.held.events, retain_tokens, self.held.surface.nodes())
         if cut is None:
-            return False
+            return compaction.skipped(trigger, "nothing_to_compact")
         options = self.deps.options.compaction
         summariser = compaction.Summariser(self.deps.router, options.summary_max_tokens)
+        before = compaction.replaced_tokens(self.held.events, cut)
         try:
             final = await summariser.summarise(system, self.held.events, cut)
         except (ProviderError, ValueError) as exc:
             log.warning("compaction_failed", session_id=self.held.session_id, error=str(exc))
-            return False
-        before = compaction.replaced_tokens(self.held.events, cut)
+            return compaction.skipped(trigger, "failed", str(exc), before)
         after = compaction.summary_tokens(final.content)
         if after >= before:
             log.warning("compaction_not_smaller", session_id=self.held.session_id)
-            return False
+            return compaction.skipped(trigger, "not_smaller", "", before, after)
         payload = ContextCompactedPayload(
             strategy="summary",
             trigger=trigger,
@@ -839,7 +949,7 @@ class TurnRunner:
             before=before,
             after=after,
         )
-        return True
+        return None
 
 
 def projection_payload(plan: RequestPlan) -> RequestProjectionPayload:
@@ -895,6 +1005,8 @@ def _usage(final: FinalMessage) -> Usage:
         prompt_tokens=u.prompt_tokens,
         completion_tokens=u.completion_tokens,
         total_tokens=u.total_tokens,
+        cached_tokens=u.cached_tokens,
+        reasoning_tokens=u.reasoning_tokens,
     )
 
 

@@ -104,12 +104,14 @@ class LoopBus:
         name: str,
         headers: dict[str, str] | None = None,
         args: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> str:
+        """Publish a command input; returns its input_id."""
         payload = CommandInputPayload(name=name, args=args or {})
         command = CommandInput(
             input_id=new_id(), session_id=session_id, ts=datetime.now(UTC), payload=payload
         )
         await self._publish(command, "command", headers)
+        return command.input_id
 
     async def _publish(self, command: Any, kind: str, headers: dict[str, str] | None = None) -> int:
         subject = subjects.session_input(command.session_id, kind)

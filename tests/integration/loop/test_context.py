@@ -83,7 +83,7 @@ async def test_the_compact_command_summarises_history_in_a_turn_without_steps(
     assert [c.kind for c in start.payload.claimed] == ["command"]
     assert (end.payload.outcome, end.payload.reason, end.payload.steps) == (
         "completed",
-        "command",
+        "compacted",
         0,
     )
     payload = compacted.payload

@@ -112,7 +112,7 @@ async def test_refusals_explain_themselves(projector: Projector, ledger: Ledger)
         'call variable_patch with {"scope": "chat", "expectedRevision": 0, "changes": '
         '[{"name": "a", "delete": true}, {"name": "b", "delete": true}]} '
         'call tavern_history_search with {"query": "hello", "session_id": "someone-else"} '
-        'call tavern_lore_search with {"query": "x", "limit": 99} '
+        'call tavern_lore_search with {"query": "x", "limit": 999} '
         'call variable_get with {"scope": "character", "name": "hp"} '
         'call tavern_character_get with {"kind": "persona"}',
     )
@@ -124,7 +124,7 @@ async def test_refusals_explain_themselves(projector: Projector, ledger: Ledger)
     assert code == "INVALID_ARGS"
     assert "'session_id' was unexpected" in message
     code, message = refused["tavern_lore_search"]
-    assert (code, "99 is greater than the maximum of 20" in message) == ("INVALID_ARGS", True)
+    assert (code, "999 is greater than the maximum of 100" in message) == ("INVALID_ARGS", True)
     code, message = refused["variable_get"]
     assert (code, "(scope_unavailable)" in message) == ("not_found", True), "no character scope"
     assert refused["tavern_character_get"] == ("NOT_BOUND", "this session has no persona bound")

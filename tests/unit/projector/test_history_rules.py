@@ -20,9 +20,16 @@ NOW = datetime(2026, 3, 2, tzinfo=UTC)
 
 def test_requests_are_clamped_to_the_caps() -> None:
     request, tokens = history.parse_request(
-        {"session_id": "s1", "query": "Lamp 灯塔", "limit": 99, "max_tokens": 0}
+        {
+            "session_id": "s1",
+            "query": "Lamp 灯塔",
+            "limit": 999,
+            "max_tokens": 0,
+            "excerpt_chars": 10**9,
+        }
     )
-    assert (request.limit, request.max_tokens, tokens) == (20, 1, ["lamp", "灯塔"])
+    assert (request.limit, request.max_tokens, tokens) == (100, 1, ["lamp", "灯塔"])
+    assert request.excerpt_chars == history.EXCERPT_CHARS_MAX
     lore = history.validated(requests.LoreRequest, {"scan_depth": 5000, "limit": 0})
     assert (lore.scan_depth, lore.limit) == (100, 1)
 

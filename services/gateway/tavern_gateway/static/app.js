@@ -243,7 +243,8 @@ function onEvent(ev) {
       node.raw = p.content || node.raw;
       node.innerHTML = `<div class="who">Assistant</div><div class="text">${markdown(node.raw)}</div>`;
       node.dataset.streaming = "false";
-      if (p.partial) node.append(el("p", { class: "dim", text: "(partial reply kept: the turn was cancelled)" }));
+      if (p.partial) node.append(el("p", { class: "dim", text: p.finish_reason === "error" ? "(partial reply kept: the stream broke)" : "(partial reply kept: the turn was cancelled)" }));
+      else if (p.finish_reason === "length") node.append(el("p", { class: "dim", text: "(the reply was cut at the token limit)" }));
       break;
     }
     case "tool/call":
@@ -251,6 +252,14 @@ function onEvent(ev) {
       break;
     case "tool/result":
       stepBox(ev).append(el("li", { class: p.ok ? "tool" : "tool bad" }, el("code", { text: `${p.ok ? "←" : "✗"} ${p.name}: ${(p.content || "").slice(0, 400)}` })));
+      break;
+    case "agent/retry": {
+      const next = p.fallback ? `falling back to ${p.fallback.offline ? "the offline stand-in model" : p.fallback.provider + ":" + p.fallback.model}` : `retrying in ${p.delay_s || 0} s`;
+      stepBox(ev).append(el("li", { class: "dim", text: `${p.provider}:${p.model} failed (${p.reason}${p.status ? ", HTTP " + p.status : ""}); ${next}` }));
+      break;
+    }
+    case "context/compaction-skipped":
+      turnItem(ev.turn).append(el("p", { class: "dim", role: "status", text: p.detail }));
       break;
     case "context/compacted":
       turnItem(ev.turn).append(el("p", { class: "dim", text: `Context compacted (${p.strategy}): ${p.tokens_before} → ${p.tokens_after} tokens` }));
@@ -305,7 +314,7 @@ function chatPage() {
     if (!text) return;
     clearNotice();
     try {
-      if (text === "/compact") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact" });
+      if (text === "/compact" || text === "/compact now") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: text === "/compact now" ? { now: true } : {} });
       else await api("POST", `/api/sessions/${sid}/messages`, { text });
       box.value = "";
       sessionStorage.removeItem(draftKey);

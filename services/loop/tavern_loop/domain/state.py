@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from tavern_events.context import ContextCompactionSkipped
 from tavern_events.envelope import SessionEvent
 from tavern_events.group import (
     GroupBinding,
@@ -119,6 +120,8 @@ class SessionState:
         if isinstance(event, StepStarted):
             turn.step, turn.step_open = event.step, True
             self._claim(event.payload.claimed)
+        elif isinstance(event, ContextCompactionSkipped):
+            self._claim(event.payload.claimed)  # a /compact answered "busy" mid-turn
         elif isinstance(event, StepEnded):
             turn.step_open = False
         elif isinstance(event, AssistantMessage):

@@ -19,7 +19,10 @@ from tavern_loop.tools.ledger_tools import failure
 
 RPC_TIMEOUT_S = 5.0
 TOOL_TIMEOUT_S = 6.0
-MAX_RESULT_BYTES = 48_000
+MAX_RESULT_BYTES = 400_000
+"""Above the loop's spill threshold on purpose: a large answer (whole card fields, many lore
+entries or history hits) spills as a bounded preview with a locator that `spill_read` opens;
+this cap only cuts when spill is off or fails."""
 CHARS_PER_TOKEN = 4
 CHARACTER_FIELDS = (
     "name",
@@ -147,7 +150,7 @@ def character_get() -> Tool:
                     "maxItems": len(CHARACTER_FIELDS),
                     "uniqueItems": True,
                 },
-                "maxChars": _int(8000, 2000),
+                "maxChars": _int(65_536, 2000),
             }
         ),
     )
@@ -193,12 +196,13 @@ def lore_search() -> Tool:
     spec = _spec(
         "tavern_lore_search",
         "Search this character's lorebooks (world info) by keywords: the entries the query and "
-        "the latest messages activate, within maxTokens.",
+        "the latest messages activate, within maxTokens. A large answer is stored and shown "
+        "as a preview with a locator for spill_read.",
         _object(
             {
                 "query": {"type": "string", "minLength": 1, "maxLength": 2000},
-                "limit": _int(20, 10),
-                "maxTokens": _int(4000, 1200),
+                "limit": _int(100, 10),
+                "maxTokens": _int(32_000, 1200),
             },
             ("query",),
         ),
@@ -215,6 +219,7 @@ def _history_body(args: dict[str, Any], ctx: ToolContext) -> Body:
         "limit": args["limit"],
         "max_tokens": args["maxTokens"],
         "parents": args["parents"],
+        "excerpt_chars": args["excerptChars"],
     }
 
 
@@ -244,12 +249,14 @@ def history_search() -> Tool:
         "tavern_history_search",
         "Search this chat's full history (and, with parents, the chats it was forked from) for "
         "messages holding every word of the query, newest first. Older turns that are not in "
-        "this request are found here.",
+        "this request are found here. excerptChars shows more of each message (whole ones); a "
+        "large answer is stored and shown as a preview with a locator for spill_read.",
         _object(
             {
                 "query": {"type": "string", "minLength": 1, "maxLength": 2000},
-                "limit": _int(20, 10),
-                "maxTokens": _int(4000, 1200),
+                "limit": _int(100, 10),
+                "maxTokens": _int(32_000, 1200),
+                "excerptChars": _int(20_000, 400),
                 "parents": {"type": "boolean", "default": True},
             },
             ("query",),

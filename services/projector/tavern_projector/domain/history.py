@@ -17,8 +17,11 @@ from tavern_events.subjects import ID_PATTERN
 from tavern_projector.domain import text
 from tavern_projector.errors import BadRequest
 
-LIMIT_MAX = 20
-MAX_TOKENS_MAX = 4000
+LIMIT_MAX = 100
+MAX_TOKENS_MAX = 32_000
+EXCERPT_CHARS_MAX = 20_000
+"""Caps of one search: large enough that a big result reaches the loop's spill (a bounded
+preview and a locator the model pages through with `spill_read`), not cut here first."""
 PARENT_DEPTH_MAX = 4
 SCAN_CAP = 500
 """At most this many matching rows are read per search (the count is then a lower bound)."""
@@ -38,6 +41,8 @@ class HistoryRequest(BaseModel):
     limit: int = 10
     max_tokens: int = 1200
     parents: bool = True
+    excerpt_chars: int = 400
+    """How much of each message a hit shows (the whole message when it is shorter)."""
 
     @field_validator("limit")
     @classmethod
@@ -48,6 +53,11 @@ class HistoryRequest(BaseModel):
     @classmethod
     def _budget(cls, value: int) -> int:
         return _clamp(value, 1, MAX_TOKENS_MAX)
+
+    @field_validator("excerpt_chars")
+    @classmethod
+    def _excerpt(cls, value: int) -> int:
+        return _clamp(value, 1, EXCERPT_CHARS_MAX)
 
 
 def parse_request(raw: Any) -> tuple[HistoryRequest, list[str]]:
@@ -118,7 +128,7 @@ def shape(rows: Sequence[Row], tokens: list[str], request: HistoryRequest) -> di
     for row in rows:
         if len(hits) >= request.limit or budget <= 0:
             break
-        hit = _hit(row, tokens)
+        hit = _hit(row, tokens, request.excerpt_chars)
         budget -= text.rough_tokens(hit["excerpt"])
         hits.append(hit)
     return {
@@ -129,8 +139,8 @@ def shape(rows: Sequence[Row], tokens: list[str], request: HistoryRequest) -> di
     }
 
 
-def _hit(row: Row, tokens: list[str]) -> dict[str, Any]:
-    cut = text.excerpt(row.text, tokens)
+def _hit(row: Row, tokens: list[str], width: int) -> dict[str, Any]:
+    cut = text.excerpt(row.text, tokens, width)
     return {
         "chat": row.chat,
         "session_id": row.session_id,

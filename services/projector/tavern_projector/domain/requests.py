@@ -39,8 +39,11 @@ CHARACTER_FIELDS = (
     "identity_summary",
 )
 PERSONA_FIELDS = ("name", "description", "title")
-FIELD_CHARS_MAX = 8000
-TOTAL_CHARS_MAX = 16000
+FIELD_CHARS_MAX = 65_536
+TOTAL_CHARS_MAX = 262_144
+"""Whole card fields fit: a big answer is bounded by the loop's spill, not cut here first."""
+LORE_TOKENS_MAX = 32_000
+LORE_LIMIT_MAX = 100
 
 
 class CharacterRequest(Request):
@@ -109,12 +112,12 @@ class LoreRequest(Request):
     @field_validator("max_tokens")
     @classmethod
     def _budget(cls, value: int) -> int:
-        return clamp(value, 1, 4000)
+        return clamp(value, 1, LORE_TOKENS_MAX)
 
     @field_validator("limit")
     @classmethod
     def _limit(cls, value: int) -> int:
-        return clamp(value, 1, 50)
+        return clamp(value, 1, LORE_LIMIT_MAX)
 
 
 class SceneRequest(Request):

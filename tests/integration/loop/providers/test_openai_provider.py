@@ -15,6 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tavern_llm import (
+    AttemptFailed,
     ChatRequest,
     FinalMessage,
     LLMConfig,
@@ -27,6 +28,7 @@ from tests.integration.loop.providers.openai_server import (
     USAGE,
     OpenAIServer,
     Scripted,
+    chunk,
     error,
     text_stream,
     tool_call_stream,
@@ -88,7 +90,8 @@ async def drain(provider: OpenAIProvider, into: list[StreamItem]) -> None:
 
 
 def split(items: list[StreamItem]) -> tuple[list[StreamDelta], FinalMessage]:
-    *deltas, final = items
+    """The deltas and the final message (attempts that failed before output left out)."""
+    *deltas, final = [i for i in items if not isinstance(i, AttemptFailed)]
     assert isinstance(final, FinalMessage)
     assert all(isinstance(d, StreamDelta) for d in deltas)
     return deltas, final  # type: ignore[return-value]
@@ -305,3 +308,121 @@ async def test_a_provider_error_that_echoes_the_key_is_scrubbed(server: OpenAISe
     for secret in (API_KEY, other):
         assert secret not in str(caught.value)
         assert secret not in repr(logs)
+
+
+async def test_cached_and_reasoning_tokens_are_kept_in_usage(server: OpenAIServer) -> None:
+    usage = {
+        **USAGE,
+        "prompt_tokens_details": {"cached_tokens": 8},
+        "completion_tokens_details": {"reasoning_tokens": 5},
+    }
+    events = [chunk({"content": "ok"}), chunk(finish_reason="stop"), chunk(usage=usage), "[DONE]"]
+    server.enqueue(Scripted(events=tuple(events)))
+    _, final = split(await collect(make_provider(server.base_url)))
+    assert final.usage is not None
+    assert (final.usage.cached_tokens, final.usage.reasoning_tokens) == (8, 5)
+
+
+async def test_deepseek_cache_hits_count_as_cached_tokens(server: OpenAIServer) -> None:
+    usage = {**USAGE, "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 5}
+    events = [chunk({"content": "ok"}), chunk(finish_reason="stop"), chunk(usage=usage), "[DONE]"]
+    server.enqueue(Scripted(events=tuple(events)))
+    _, final = split(await collect(make_provider(server.base_url)))
+    assert final.usage is not None
+    assert (final.usage.cached_tokens, final.usage.reasoning_tokens) == (6, None)
+
+
+async def test_each_retry_is_announced_with_its_attempt_and_reason(server: OpenAIServer) -> None:
+    limited = error(429, {"error": {"message": "slow down", "code": "rate_limit_exceeded"}})
+    server.enqueue(limited, error(502, {"error": {"message": "bad gateway"}}), text_stream(["ok"]))
+    items = await collect(make_provider(server.base_url))
+    failed = [i for i in items if isinstance(i, AttemptFailed)]
+    assert [(f.attempt, f.code, f.status) for f in failed] == [
+        (1, "rate_limited", 429),
+        (2, "server_error", 502),
+    ]
+    assert failed[0].provider_code == "rate_limit_exceeded"
+    assert failed[0].message == "HTTP 429: slow down"
+    assert all(f.delay_s is not None and f.delay_s > 0 for f in failed)
+    assert all(f.fallback is None for f in failed)
+    assert isinstance(items[-1], FinalMessage)
+    assert items[-1].content == "ok"
+
+
+async def test_the_providers_own_error_code_and_message_are_kept(server: OpenAIServer) -> None:
+    body = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan.",
+            "type": "insufficient_quota",
+            "code": "insufficient_quota",
+        }
+    }
+    server.enqueue(error(429, body))
+    with pytest.raises(ProviderError) as caught:
+        await collect(make_provider(server.base_url))
+    error_ = caught.value
+    assert (error_.code, error_.status, error_.provider_code) == (
+        "rate_limited",
+        429,
+        "insufficient_quota",
+    )
+    assert error_.message == "HTTP 429: You exceeded your current quota, please check your plan."
+    assert error_.as_dict()["provider_code"] == "insufficient_quota"
+    assert len(server.requests) == 1, "a billing 429 is not retried"
+
+
+async def test_a_malformed_chunk_after_output_is_reported_as_malformed(
+    server: OpenAIServer,
+) -> None:
+    events = (chunk({"content": "half "}), "{this is not json", "[DONE]")
+    server.enqueue(Scripted(events=events))
+    received: list[StreamItem] = []
+    with pytest.raises(ProviderError) as caught:
+        await drain(make_provider(server.base_url), received)
+    assert (caught.value.code, caught.value.after_output) == ("malformed", True)
+    assert "malformed stream chunk" in caught.value.message
+    assert "cut" not in caught.value.message
+    assert received == [StreamDelta(text="half ")]
+    assert len(server.requests) == 1
+
+
+async def test_an_error_chunk_after_output_keeps_the_servers_message(server: OpenAIServer) -> None:
+    failure = json.dumps({"error": {"message": "engine overloaded", "code": "engine_busy"}})
+    server.enqueue(Scripted(events=(chunk({"content": "so far "}), failure)))
+    with pytest.raises(ProviderError) as caught:
+        await collect(make_provider(server.base_url))
+    assert (caught.value.code, caught.value.provider_code) == ("server_error", "engine_busy")
+    assert caught.value.message == "stream error: engine overloaded"
+    assert caught.value.after_output
+
+
+async def test_all_attempts_together_are_capped_by_max_wait(server: OpenAIServer) -> None:
+    silent = Scripted(events=text_stream(["late"]).events, pause_at=0, pause_s=3)
+    server.repeat = silent
+    provider = make_provider(server.base_url, timeout_read_s=0.4, max_retries=10, max_wait_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider)
+    waited = time.monotonic() - started
+    assert waited < 1.6, "ten retries of 0.4 s each would take over four seconds"
+    assert caught.value.code == "timeout"
+    assert 2 <= len(server.requests) <= 3
+
+
+async def test_a_reply_slower_than_max_wait_fails_even_within_the_read_timeout(
+    server: OpenAIServer,
+) -> None:
+    server.enqueue(Scripted(events=text_stream(["late"]).events, pause_at=0, pause_s=3))
+    provider = make_provider(server.base_url, timeout_read_s=10, max_wait_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider)
+    assert time.monotonic() - started < 1.5
+    assert caught.value.code == "timeout"
+    assert "TAVERN_LLM_MAX_WAIT_S" in caught.value.message
+
+
+def test_the_default_wait_cap_is_well_under_the_old_worst_case() -> None:
+    config = LLMConfig()
+    worst_case_before = (config.max_retries + 1) * config.timeout_read_s
+    assert config.max_wait_s <= 120 < worst_case_before

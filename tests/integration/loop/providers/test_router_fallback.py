@@ -9,7 +9,9 @@ from contextlib import aclosing
 import pytest
 
 from tavern_llm import (
+    AttemptFailed,
     ChatRequest,
+    Fallback,
     FinalMessage,
     LLMConfig,
     OpenAIProvider,
@@ -112,3 +114,41 @@ async def test_unreachable_endpoint_falls_back_to_the_labelled_offline_provider(
     assert (final.provider, final.model, final.offline) == ("offline", "offline-1", True)
     assert router.context_window("chat") == 128_000
     assert router.context_window("summarise") == 128_000
+
+
+async def test_a_fallback_is_announced_with_the_target_it_hands_over_to(
+    servers: tuple[OpenAIServer, OpenAIServer],
+) -> None:
+    first, second = servers
+    first.repeat = error(503, {"error": {"message": "overloaded", "code": "overloaded"}})
+    second.enqueue(text_stream(["from second"]))
+    router = two_targets(first, second)
+    items = await collect(router)
+    await router.aclose()
+    failed = [i for i in items if isinstance(i, AttemptFailed)]
+    retry, handover = failed
+    assert (retry.provider, retry.attempt, retry.fallback) == ("primary", 1, None)
+    assert (handover.provider, handover.model, handover.attempt) == ("primary", "big-model", 2)
+    assert (handover.code, handover.status, handover.provider_code) == (
+        "unavailable",
+        503,
+        "overloaded",
+    )
+    assert handover.fallback == Fallback(provider="secondary", model="small-model", offline=False)
+
+
+async def test_a_fallback_to_the_offline_stand_in_says_it_is_offline() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = LLMConfig(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        max_retries=0,
+        routes={"chat": ["openai:deepseek-chat", "offline:offline-1"]},
+    )
+    router = build_router(config)
+    items = await collect(router)
+    await router.aclose()
+    (handover,) = [i for i in items if isinstance(i, AttemptFailed)]
+    assert (handover.provider, handover.code) == ("openai", "unavailable")
+    assert handover.fallback == Fallback(provider="offline", model="offline-1", offline=True)

@@ -56,7 +56,7 @@ def test_events_are_reassembled_byte_exact_from_any_split(piece: int) -> None:
     assert asyncio.run(events_of(body, piece)) == [text, "[DONE]"]
 
 
-def test_a_response_that_is_not_an_event_stream_is_a_server_error() -> None:
+def test_a_response_that_is_not_an_event_stream_is_malformed() -> None:
     response = httpx.Response(200, headers={"content-type": "text/html"}, content=b"<html>")
 
     async def read() -> list[str]:
@@ -64,7 +64,7 @@ def test_a_response_that_is_not_an_event_stream_is_a_server_error() -> None:
 
     with pytest.raises(ProviderError) as caught:
         asyncio.run(read())
-    assert caught.value.code == "server_error"
+    assert caught.value.code == "malformed"
 
 
 def test_parse_chunk_reads_text_reasoning_tool_calls_and_finish() -> None:
@@ -112,7 +112,7 @@ def test_completion_stream_is_complete_on_done_or_finish_reason() -> None:
 def test_completion_stream_rejects_malformed_chunks_and_raises_stream_errors() -> None:
     with pytest.raises(ProviderError) as malformed:
         CompletionStream().feed("{not json")
-    assert malformed.value.code == "server_error"
+    assert malformed.value.code == "malformed"
     with pytest.raises(ProviderError) as overflow:
         CompletionStream().feed('{"error": {"message": "maximum context length exceeded"}}')
     assert overflow.value.code == "context_overflow"
