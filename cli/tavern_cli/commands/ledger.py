@@ -263,7 +263,13 @@ def chunks(lines: Iterator[str], limit: int = IMPORT_CHUNK_BYTES) -> Iterator[li
 
 async def import_file(client: LedgerClient, path: Path) -> dict[str, Any]:
     """Send the file in chunks; line numbers in errors refer to the whole file."""
-    total: dict[str, Any] = {"inserted": {}, "skipped": 0, "errors": []}
+    total: dict[str, Any] = {
+        "inserted": {},
+        "skipped": 0,
+        "errors": [],
+        "refused": [],
+        "quarantined": [],
+    }
     offset = 0
     with path.open(encoding="utf-8") as handle:
         for group in chunks(line.rstrip("\n") for line in handle):
@@ -271,6 +277,8 @@ async def import_file(client: LedgerClient, path: Path) -> dict[str, Any]:
             for kind, n in reply["inserted"].items():
                 total["inserted"][kind] = total["inserted"].get(kind, 0) + n
             total["skipped"] += reply["skipped"]
-            total["errors"] += [{**e, "line": e["line"] + offset} for e in reply["errors"]]
+            for key in ("errors", "refused", "quarantined"):
+                found = reply.get(key) or []
+                total[key] += [{**e, "line": e["line"] + offset} for e in found]
             offset += len(group)
     return total
