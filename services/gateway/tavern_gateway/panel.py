@@ -1,6 +1,7 @@
 """The management panel's API beyond the memory rights of `web`: memory import into a chat's or
 character's scope, rule and style approvals, and the operator's replay with progress. Each call
-acts as the signed-in user; the services check ownership again."""
+acts as the signed-in user, and the services check ownership again; the owner's replay, like the
+operator view, is asked on the gateway's own account (`service:gateway`), for the owner only."""
 
 from __future__ import annotations
 
@@ -11,19 +12,22 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tavern_events.reach import memory_scope
 from tavern_events.subjects import InvalidIdError, validate_id
 from tavern_gateway.accounts import Account
 from tavern_gateway.errors import ApiError
-from tavern_gateway.web import G, Gateway, User, check_csrf, own_session
+from tavern_gateway.web import G, Gateway, Owner, User, check_csrf, own_session
+from tavern_runtime import principals
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
 
 panel = APIRouter(prefix="/api", dependencies=[Depends(check_csrf)])
 
+GATEWAY = principals.service("gateway")
+"""The gateway on its own account: the owner's operator view asks as it."""
 IMPORT_CHUNK_BYTES = 256 * 1024
 """Lines per ledger request stay under this (the ledger's requests are bounded at 1 MiB)."""
 MemoryTarget = Literal["chat", "character"]
@@ -199,3 +203,30 @@ def _id(value: str, what: str) -> str:
         return validate_id(value, what=what)
     except InvalidIdError as exc:
         raise ApiError("invalid", str(exc)) from None
+
+
+# --- the operator's replay (the owner acts as the operator) ---------------------------------
+
+
+class Replay(BaseModel):
+    projection: str = Field(min_length=1, max_length=32, pattern=r"^[a-z]+$")
+    session_id: str | None = Field(default=None, max_length=64)
+    from_archive: bool = False
+
+
+@panel.post(
+    "/operator/replay",
+    summary="Rebuild a projection from the log (owner): starts a job, answers its progress",
+)
+async def replay(body: Replay, account: Owner, gw: G) -> dict[str, Any]:
+    request: dict[str, Any] = {"projection": body.projection, "from_archive": body.from_archive}
+    if body.session_id:
+        request["session_id"] = _id(body.session_id, "session id")
+    log.info("replay_asked", by=account.name, projection=body.projection)
+    return await gw.bus.rpc(GATEWAY, "projector", "replay.start", request)
+
+
+@panel.get("/operator/replay/{job_id}", summary="A replay's progress (owner)")
+async def replay_status(job_id: str, account: Owner, gw: G) -> dict[str, Any]:
+    job_id = _id(job_id, "job id")
+    return await gw.bus.rpc(GATEWAY, "projector", "replay.status", {"job_id": job_id})

@@ -544,3 +544,35 @@ async def test_rule_drafts_are_approved_by_their_owner_only(clients: dict[str, C
     assert [r["text"] for r in after["active_rules"]] == [draft["text"]]
     again = await user.post(decide, {"decision": "approve"})
     assert error_of(again, 404)["code"] == "not_found"
+
+
+async def test_the_owner_replays_a_projection_with_progress(clients: dict[str, Client]) -> None:
+    owner, user, anonymous = clients["owner"], clients["user"], clients["anonymous"]
+    await _chat(owner, "A turn for the replay to read.")
+    started = await owner.post("/api/operator/replay", {"projection": "sessions"})
+    assert started.status_code == 200, started.text
+    job = started.json()
+    path = f"/api/operator/replay/{job['job_id']}"
+
+    async def finished() -> dict[str, Any]:
+        found = (await owner.get(path)).json()
+        return dict(found) if found["state"] != "running" else {}
+
+    done = await eventually(finished, timeout=60, interval=0.2)
+    assert done["state"] == "done", done
+    assert done["done"] == done["total"] > 0
+
+    # Refusals: no session, no CSRF, not the owner, bad input.
+    assert error_of(await anonymous.post("/api/operator/replay", {"projection": "chat"}), 401)
+    assert error_of(await anonymous.get(path), 401)["code"] == "unauthenticated"
+    no_csrf = await owner.http.post("/api/operator/replay", json={"projection": "chat"})
+    assert error_of(no_csrf, 403)["reason"] == "csrf"
+    refused = await user.post("/api/operator/replay", {"projection": "chat"})
+    assert error_of(refused, 403)["code"] == "forbidden"
+    assert error_of(await user.get(path), 403)["code"] == "forbidden"
+    unknown = await owner.post("/api/operator/replay", {"projection": "nonsense"})
+    assert "unknown projection" in error_of(unknown, 400)["message"]
+    assert error_of(await owner.post("/api/operator/replay", {"projection": "Bad!"}), 400)
+    assert error_of(await owner.get("/api/operator/replay/replay-none"), 404)["code"] == (
+        "not_found"
+    )

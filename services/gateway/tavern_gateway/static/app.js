@@ -363,7 +363,36 @@ async function managePage() {
     } catch (e) { /* notice shown (a stale revision says so); the form keeps what was typed */ }
   });
   if (select.value) load();
-  if ($("#ops-title")) loadOperator();
+  if ($("#ops-title")) {
+    loadOperator();
+    $("#replay-form").addEventListener("submit", (ev) => { ev.preventDefault(); startReplay(); });
+  }
+}
+
+async function startReplay() {
+  const body = { projection: $("#replay-projection").value };
+  const session = $("#replay-session").value.trim();
+  if (session) body.session_id = session;
+  const bar = $("#replay-progress");
+  const status = $("#replay-status");
+  const button = $("#replay-form button");
+  clearNotice();
+  button.disabled = true;
+  try {
+    let job = await api("POST", "/api/operator/replay", body);
+    bar.hidden = false;
+    while (true) {
+      bar.max = Math.max(job.total, 1);
+      bar.value = job.state === "done" ? bar.max : job.done;
+      if (job.state === "done") { status.textContent = `Replay of ${job.projection} done: ${job.entries} entries rebuilt.`; break; }
+      if (job.state !== "running") { status.textContent = `Replay of ${job.projection} ${job.state}${job.failure ? ": " + job.failure : ""}.`; break; }
+      status.textContent = `Replaying ${job.projection}: ${job.done} of ${job.total} entries …`;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      job = await api("GET", `/api/operator/replay/${job.job_id}`);
+    }
+    loadOperator();
+  } catch (e) { status.textContent = `Replay not started: ${e.message}`; }
+  finally { button.disabled = false; }
 }
 
 async function loadOperator() {
