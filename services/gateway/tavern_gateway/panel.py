@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, File, Form, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Response, UploadFile
 from pydantic import BaseModel, Field
 
 from tavern_events.reach import memory_scope
@@ -132,6 +132,32 @@ async def import_memory(
         merged(total, reply, offset)
         offset += len(group)
     return {"scope_id": scope, "target": target, "file": name, **total}
+
+
+@panel.get(
+    "/sessions/{session_id}/memory/export/character",
+    summary="Export the memory of this chat's character (every chat with it) as JSONL",
+    response_class=Response,
+)
+async def export_character(session_id: str, account: User, gw: G) -> Response:
+    session_id = await own_session(gw, account, session_id)
+    scope = await memory_scope_of(gw, session_id, "character")
+    lines: list[str] = []
+    cursor: str | None = None
+    while True:
+        body: dict[str, Any] = {"scope_id": scope, "include_non_active": True, "limit": 500}
+        if cursor:
+            body["cursor"] = cursor
+        reply = await gw.bus.rpc(account.principal, "ledger", "export", body)
+        lines += [line for line in reply.get("lines") or [] if isinstance(line, str)]
+        cursor = reply.get("cursor")
+        if not cursor:
+            break
+    return Response(
+        "\n".join(lines) + ("\n" if lines else ""),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="memory-{scope}.jsonl"'},
+    )
 
 
 # --- rules and style approvals (the consolidator's human gate) --------------------------------

@@ -115,7 +115,11 @@ class Replays:
                 )
             finally:
                 writer.cancel()
-            await self._write(job_id, done=progress.done, entries=report.entries, state="done")
+            # entries stored while it ran are read too: the total is what was read
+            total = max(total, progress.done)
+            await self._write(
+                job_id, done=progress.done, total=total, entries=report.entries, state="done"
+            )
             log.info("replay_done", job_id=job_id, entries=report.entries)
         except Exception as exc:  # a failed job is reported on its row, never raised away
             message = exc.message if isinstance(exc, TavernError) else type(exc).__name__

@@ -110,6 +110,17 @@ async def test_the_docs_and_the_openapi_document(stack: Stack) -> None:
         paths = (await http.get("/openapi.json")).json()["paths"]
     assert "/api/sessions/{session_id}/events" in paths
     assert "/api/memory/{evidence_id}/correct" in paths
+    for path in (
+        "/api/sessions/{session_id}/memory/import",
+        "/api/sessions/{session_id}/memory/export/character",
+        "/api/sessions/{session_id}/approvals",
+        "/api/scopes/{scope_id}/rules/{draft_id}",
+        "/api/styles/{candidate_id}",
+        "/api/pool/{candidate_id}",
+        "/api/operator/replay",
+        "/api/operator/replay/{job_id}",
+    ):
+        assert path in paths, path
 
 
 async def test_without_a_session_every_api_call_is_refused(clients: dict[str, Client]) -> None:
@@ -125,6 +136,9 @@ async def test_without_a_session_every_api_call_is_refused(clients: dict[str, Cl
         "/api/memory/ev_x/history",
         "/api/sessions/s-x/memory/export",
         "/api/assets/a/avatar",
+        "/api/sessions/s-x/memory/export/character",
+        "/api/sessions/s-x/approvals",
+        "/api/operator/replay/replay-x",
     ):
         assert error_of(await c.get(path), 401)["code"] == "unauthenticated", path
     for path, body in (
@@ -137,6 +151,10 @@ async def test_without_a_session_every_api_call_is_refused(clients: dict[str, Cl
         ("/api/sessions/s-x/memory/cleanup", {"session_id": "s-x"}),
         ("/api/invites", None),
         ("/api/logout-everywhere", None),
+        ("/api/scopes/x/rules/d", {"decision": "approve"}),
+        ("/api/styles/c", {"decision": "approve"}),
+        ("/api/pool/c", {"decision": "approve"}),
+        ("/api/operator/replay", {"projection": "chat"}),
     ):
         assert error_of(await c.post(path, body), 401)["code"] == "unauthenticated", path
 
@@ -576,3 +594,29 @@ async def test_the_owner_replays_a_projection_with_progress(clients: dict[str, C
     assert error_of(await owner.get("/api/operator/replay/replay-none"), 404)["code"] == (
         "not_found"
     )
+
+
+async def test_a_characters_memory_is_exported_for_its_owner(clients: dict[str, Client]) -> None:
+    owner, user = clients["owner"], clients["user"]
+    gallery = (await owner.get("/api/characters")).json()["characters"]
+    if not gallery:  # the card import test did not run first in this selection
+        data = (CARDS / "v3_suqing.png").read_bytes()
+        headers = {"X-CSRF-Token": owner.http.cookies.get("tavern_csrf") or ""}
+        files = {"file": ("suqing.png", data, "image/png")}
+        assert (await owner.http.post("/api/assets", files=files, headers=headers)).is_success
+        gallery = (await owner.get("/api/characters")).json()["characters"]
+    character = gallery[0]["asset_id"]
+    session_id = await _chat(owner, "My lantern is made of brass.", character_id=character)
+    path = f"/api/sessions/{session_id}/memory/export/character"
+
+    async def exported() -> str:
+        answer = await owner.get(path)
+        assert answer.status_code == 200, answer.text
+        return answer.text if "brass" in answer.text else ""
+
+    text = await eventually(exported, timeout=30, interval=0.5)
+    assert all(json.loads(line)["kind"] for line in text.splitlines())
+    assert error_of(await user.get(path), 403)["code"] == "forbidden"
+    plain = await _chat(user, "No character here.")
+    refused = await user.get(f"/api/sessions/{plain}/memory/export/character")
+    assert error_of(refused, 400)["code"] == "invalid"

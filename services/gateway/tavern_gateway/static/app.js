@@ -383,7 +383,7 @@ async function startReplay() {
     bar.hidden = false;
     while (true) {
       bar.max = Math.max(job.total, 1);
-      bar.value = job.state === "done" ? bar.max : job.done;
+      bar.value = job.state === "done" ? bar.max : Math.min(job.done, bar.max);
       if (job.state === "done") { status.textContent = `Replay of ${job.projection} done: ${job.entries} entries rebuilt.`; break; }
       if (job.state !== "running") { status.textContent = `Replay of ${job.projection} ${job.state}${job.failure ? ": " + job.failure : ""}.`; break; }
       status.textContent = `Replaying ${job.projection}: ${job.done} of ${job.total} entries …`;
@@ -410,6 +410,8 @@ function loadChat(sid, row) {
   if (!sid) return;
   $("#manage-binding").textContent = row ? `Architecture ${row.architecture}${row.context_mode ? ", context mode " + row.context_mode : ""}; chat ${row.chat_id}${row.character_id ? "; character " + row.character_id : ""}` : sid;
   $("#export").href = `/api/sessions/${sid}/memory/export`;
+  $("#export-character").href = `/api/sessions/${sid}/memory/export/character`;
+  $("#export-character").hidden = !(row && row.character_id);
   loadMemory(sid);
   loadVariables(sid);
   loadApprovals(sid);
