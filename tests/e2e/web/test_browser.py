@@ -288,7 +288,7 @@ async def test_the_owner_approves_a_rule_draft_and_replays_a_projection(
     base = stack.gateway_url.rstrip("/")
     try:
         await page.goto(f"{base}/chat/{Journey.session_id}")
-        await page.locator("#log li.turn[data-outcome]").first.wait_for(timeout=REPLY_S)
+        await page.locator(".msg.user").first.wait_for(timeout=REPLY_S)  # the log has loaded
         await _send(page, "remember: always greet me with the weather at sea")
 
         # The rules channel drafts it; the panel shows it until the owner decides.
