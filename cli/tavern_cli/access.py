@@ -52,8 +52,18 @@ LOOP_RPCS = (
 """Recall and the memory, variable and query tools (ledger), cards, lore, history and scenes
 (projector), style promotions awaiting approval at a turn's first step (consolidator)."""
 
-CONSOLIDATOR_RPCS = ("ledger.observation.propose", "ledger.consolidation.>")
-"""Proposed observations, and the rule and expression-candidate operations of consolidation."""
+CONSOLIDATOR_RPCS = ("ledger.observation.propose", "ledger.consolidation.>", "ledger.stats")
+"""Proposed observations, the rule and expression-candidate operations of consolidation, and
+the ownership check of a user's review request (`stats` asked as that user)."""
+
+GATEWAY_CONSOLIDATOR_RPCS = (
+    "consolidator.rules.list",
+    "consolidator.rules.decide",
+    "consolidator.expression.list",
+    "consolidator.expression.decide",
+    "consolidator.dream.review",
+)
+"""The human gate of the panel: rule drafts, style and pool candidates, their decisions."""
 
 CLIENT_RPCS = (
     "projector.character.get",
@@ -240,6 +250,7 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
                 "tavern.asset.>",
                 "tavern.rpc.projector.>",
                 "tavern.rpc.ledger.>",
+                *(rpc(name) for name in GATEWAY_CONSOLIDATOR_RPCS),
                 "tavern.rpc.*.ping",
                 "$JS.API.INFO",
                 *(

@@ -5,7 +5,7 @@
     tavern ledger correct [ID] --text "..." [--session S] [--reason R]
     tavern ledger release|quarantine|redact|delete|rollback ID [--reason R]
     tavern ledger export [--scope S] [--all-states] [--streams evidence,audit] [-o FILE]
-    tavern ledger import FILE
+    tavern ledger import FILE [--scope S]     (--scope: every row into that scope; a user's must)
     tavern ledger stats [--scope S] | audit [--op OP] [--by ACTOR] [--target ID]
     tavern ledger recall --session S QUERY [--as-of ISO] [--explain]
 
@@ -58,7 +58,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for name in TRANSITIONS:
         op(name, f"{name} one evidence row (audited)").add_argument("evidence_id")
     _export(op("export", "write the ledger as JSONL"))
-    op("import", "read a JSONL export (idempotent)").add_argument("file")
+    imported = op("import", "read a JSONL export (idempotent; every row through the write gate)")
+    imported.add_argument("file")
+    imported.add_argument(
+        "--scope", help="import every row into this scope (a user: one of theirs)"
+    )
     op("stats", "counts by state and source").add_argument("--scope")
     _audit(op("audit", "the audit trail, newest first"))
     _recall(op("recall", "what recall would inject for a session"))
@@ -174,7 +178,7 @@ async def perform(client: LedgerClient, args: argparse.Namespace, out: TextIO) -
         if args.op == "export":
             await export(client, args, out)
         elif args.op == "import":
-            found = await import_file(client, Path(args.file))
+            found = await import_file(client, Path(args.file), getattr(args, "scope", None))
             _print(out, found)
             if found["errors"]:
                 rejected = len(found["errors"])
@@ -261,16 +265,29 @@ def chunks(lines: Iterator[str], limit: int = IMPORT_CHUNK_BYTES) -> Iterator[li
         yield group
 
 
-async def import_file(client: LedgerClient, path: Path) -> dict[str, Any]:
+async def import_file(
+    client: LedgerClient, path: Path, scope_id: str | None = None
+) -> dict[str, Any]:
     """Send the file in chunks; line numbers in errors refer to the whole file."""
-    total: dict[str, Any] = {"inserted": {}, "skipped": 0, "errors": []}
+    total: dict[str, Any] = {
+        "inserted": {},
+        "skipped": 0,
+        "errors": [],
+        "refused": [],
+        "quarantined": [],
+    }
     offset = 0
     with path.open(encoding="utf-8") as handle:
         for group in chunks(line.rstrip("\n") for line in handle):
-            reply = await client.call("import", jsonl="\n".join(group))
+            body: dict[str, Any] = {"jsonl": "\n".join(group)}
+            if scope_id:
+                body["scope_id"] = scope_id
+            reply = await client.call("import", **body)
             for kind, n in reply["inserted"].items():
                 total["inserted"][kind] = total["inserted"].get(kind, 0) + n
             total["skipped"] += reply["skipped"]
-            total["errors"] += [{**e, "line": e["line"] + offset} for e in reply["errors"]]
+            for key in ("errors", "refused", "quarantined"):
+                found = reply.get(key) or []
+                total[key] += [{**e, "line": e["line"] + offset} for e in found]
             offset += len(group)
     return total

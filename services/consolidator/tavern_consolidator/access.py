@@ -1,14 +1,15 @@
 """Who may ask the consolidator: its RPCs (distillation, dreaming and its review, rules,
 approvals, expression, its audit trail) serve the operator and the services (the loop asks for a
-session's approvals and profile for the session it runs). A user asking directly is refused:
-the consolidator cannot see who owns a scope (the ledger keeps that), so it serves no user on
-their own word. Refusals are logged `access_refused`.
+session's approvals and profile for the session it runs). A user may ask only the review
+operations (`ownership.USER_OPS`), and only for scopes the ledger says are theirs
+(`tavern_consolidator.ownership`). Refusals are logged `access_refused`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tavern_consolidator.ownership import USER_OPS
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import Forbidden, TavernError
 from tavern_runtime.logs import get_logger
@@ -26,7 +27,7 @@ class Access:
         principal: Principal | None = None
         try:
             principal = self._credentials.principal(headers)
-            if principal.kind == "user":
+            if principal.kind == "user" and operation not in USER_OPS:
                 raise Forbidden(f"{operation} is for the operator and the services")
         except TavernError as exc:
             log.warning(

@@ -31,8 +31,10 @@ from tavern_llm import LLMConfig, build_router
 from tavern_runtime import dlq, principals
 from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
+from tavern_runtime.errors import Forbidden
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
+from tavern_runtime.principals import Principal
 from tavern_runtime.provision import ConsumerSpec
 from tavern_runtime.service import ServiceResources
 
@@ -116,6 +118,7 @@ class Consolidator:
         self._js: JetStreamContext | None = None
         credentials = Credentials.of(settings)
         self.access = Access(credentials)
+        self._credentials = credentials
         self.ledger = LedgerClient(
             lambda: broker.connection, headers=lambda: credentials.headers(CONSOLIDATOR)
         )
@@ -178,6 +181,12 @@ class Consolidator:
         await self.scheduler.stop(grace / 2)
         if self._model is not None:
             await self._model.aclose()
+
+    async def owns(self, who: Principal, scope_id: str) -> None:
+        """`Forbidden` unless the ledger says `who`'s user owns `scope_id`."""
+        acting = CONSOLIDATOR.acting_for(who.user or "")
+        if not await self.ledger.owned(scope_id, self._credentials.headers(acting)):
+            raise Forbidden(f"{who.label} may not act on scope {scope_id!r}: it is not theirs")
 
     def pool(self) -> Pool:
         if self._resources.pool is None:

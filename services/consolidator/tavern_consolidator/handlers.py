@@ -12,6 +12,7 @@ from typing import Any
 
 from faststream.nats import NatsBroker
 
+from tavern_consolidator import ownership
 from tavern_consolidator import requests as rq
 from tavern_consolidator.consolidator import CONSOLIDATOR_KEY, SERVICE, Consolidator
 from tavern_consolidator.rpc import Reply, serve
@@ -19,6 +20,10 @@ from tavern_consolidator.store import audit, connection
 from tavern_events import subjects
 from tavern_runtime import rpc
 from tavern_runtime.context import Context, Message
+from tavern_runtime.errors import TavernError
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
 
 VERSION = version("tavern-consolidator")
 RPC_QUEUE = f"{SERVICE}-rpc"
@@ -154,7 +159,13 @@ def guarded(op: str, handler: Any) -> Any:
 
 
 async def _refused(c: Consolidator, op: str, msg: Message) -> Reply:
-    c.access.check(op, msg.headers)
+    who = c.access.check(op, msg.headers)
+    if who.user is not None and op in ownership.USER_OPS:
+        try:
+            await ownership.check(c.pool, op, msg.body, who, c.owns)
+        except TavernError as exc:
+            log.warning("access_refused", rpc=op, code=exc.code, principal=who.label)
+            raise
     return {}
 
 

@@ -45,14 +45,27 @@ class LedgerClient:
             await asyncio.sleep(wait)
         raise LedgerUnavailable(f"{op}: still rate limited")  # pragma: no cover - loop returns
 
-    async def _request(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def owned(self, scope_id: str, headers: dict[str, str]) -> bool:
+        """Whether the ledger lets the principal of `headers` read `scope_id` (its owner's
+        check: `tavern.rpc.ledger.stats` asked as that principal)."""
+        reply = await self._request("stats", {"scope_id": scope_id}, headers)
+        error = reply.get("error")
+        if not error:
+            return True
+        if error.get("code") in ("forbidden", "unauthenticated"):
+            return False
+        raise _refusal("stats", error)
+
+    async def _request(
+        self, op: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         data = json.dumps({"actor": ACTOR, **body}, ensure_ascii=False, default=str).encode()
         try:
             msg = await self._nc().request(
                 subjects.rpc("ledger", op),
                 data,
                 timeout=self._timeout,
-                headers={**timeout_headers(self._timeout), **self._headers()},
+                headers={**timeout_headers(self._timeout), **(headers or self._headers())},
             )
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError) as exc:
             raise LedgerUnavailable(f"{op}: {type(exc).__name__}") from exc

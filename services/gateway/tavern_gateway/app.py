@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from tavern_events import streams, subjects
-from tavern_gateway import errors, web
+from tavern_gateway import errors, panel, web
 from tavern_gateway.bus import Bus
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.store import Store
@@ -92,6 +92,7 @@ def build_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(HTTPException, errors.on_http)
     app.add_exception_handler(Exception, errors.on_crash)
     app.include_router(web.api)
+    app.include_router(panel.panel)
     app.include_router(web.pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app

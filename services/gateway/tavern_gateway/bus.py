@@ -136,6 +136,14 @@ class Bus:
 
     # --- the session log ------------------------------------------------------------------------
 
+    async def binding_of(self, session_id: str) -> Any | None:
+        """The payload of the session's `session/created` (None while it has none)."""
+        try:
+            created = await self.reader.last(session_id, "session/created")
+        except TavernError:
+            return None
+        return getattr(created, "payload", None)
+
     async def owner_of(self, session_id: str) -> str | None:
         """The owner its `session/created` names; None while the session has none."""
         try:

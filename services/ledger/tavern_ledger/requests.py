@@ -86,6 +86,8 @@ class ExportBody(Request):
 
 class ImportBody(Request):
     jsonl: str = Field(min_length=0)
+    scope_id: Id | None = None
+    """The scope every row moves into; a user's import must name one of theirs."""
 
 
 class ProposeBody(Request):

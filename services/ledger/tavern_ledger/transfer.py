@@ -1,22 +1,26 @@
 """Export and import of the ledger as JSONL streams (evidence, observations, candidates, audit).
 
 Export is paged by a cursor so each reply stays small; import is idempotent (evidence by
-content hash, the rest by id) and keeps every id, so a round trip reproduces the same ledger.
+content hash within its scope, the rest by id) and keeps every id, so a round trip reproduces the
+same ledger. Every imported row passes the write gate as any write does (`domain.imports`); an
+import into a named scope (a user's) moves every row there under ids derived for that scope.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from tavern_ledger import audit, outbox
 from tavern_ledger.changes import Actor
+from tavern_ledger.consolidation.candidates import candidate_id
+from tavern_ledger.domain import imports
 from tavern_ledger.domain import portability as port
 from tavern_ledger.domain.facts import evidence_appended, outbox_record
-from tavern_ledger.domain.gates import GateConfig, write_gate
+from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import RequestInvalid, StoreRejected, translated
 from tavern_ledger.evidence import Conn, observations, portable
@@ -60,13 +64,35 @@ class Cursor:
 
 @dataclass
 class ImportReport:
+    """What an import did, line by line: `errors` are lines that are no export line at all,
+    `refused` rows (or claims) the gates refused, `quarantined` rows stored out of recall."""
+
     inserted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(port.STREAMS, 0))
     skipped: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
     facts: list[EvidenceRow] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"inserted": self.inserted, "skipped": self.skipped, "errors": self.errors}
+        return {
+            "inserted": self.inserted,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "refused": self.refused,
+            "quarantined": self.quarantined,
+        }
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """An import; `scope_id` moves every row into that one scope (a user's import), and
+    `restore_audit` lets audit lines in (the operator's restore of a whole ledger)."""
+
+    text: str
+    scope_id: str | None = None
+    restore_audit: bool = True
 
 
 class Transfer:
@@ -96,25 +122,31 @@ class Transfer:
 
     # --- import -----------------------------------------------------------------------------
 
-    async def import_jsonl(self, text: str, actor: Actor) -> dict[str, Any]:
+    async def import_jsonl(self, req: ImportRequest | str, actor: Actor) -> dict[str, Any]:
+        req = ImportRequest(req) if isinstance(req, str) else req
         report = ImportReport()
         now = self._clock()
         async with transaction(self._pool) as conn:
-            for number, raw in enumerate(text.splitlines(), start=1):
+            for number, raw in enumerate(req.text.splitlines(), start=1):
                 if raw.strip():
-                    await self._import_line(conn, number, raw, report)
+                    await self._import_line(conn, req, number, raw, report)
             await portable.sync_audit_sequence(conn)
             facts = [outbox_record(evidence_appended(r, now, actor.name)) for r in report.facts]
             await outbox.enqueue(conn, facts)
-            await audit.append_one(conn, _import_audit(report, actor))
+            await audit.append_one(conn, _import_audit(report, actor, req.scope_id))
         return report.as_dict()
 
-    async def _import_line(self, conn: Conn, number: int, raw: str, report: ImportReport) -> None:
+    async def _import_line(
+        self, conn: Conn, req: ImportRequest, number: int, raw: str, report: ImportReport
+    ) -> None:
         try:
             parsed = port.parse_line(raw.strip())
             async with conn.transaction():  # a savepoint: one bad line undoes only itself
                 with translated():
-                    stored = await self._restore(conn, parsed, report)
+                    stored = await self._restore(conn, req, number, parsed, report)
+        except imports.ImportRefused as exc:
+            report.refused.append({"line": number, "reasons": [str(exc)[:300]]})
+            return
         except (port.LineInvalid, StoreRejected) as exc:
             report.errors.append({"line": number, "message": str(exc)[:300]})
             return
@@ -123,32 +155,80 @@ class Transfer:
         else:
             report.skipped += 1
 
-    async def _restore(self, conn: Conn, parsed: port.ParsedLine, report: ImportReport) -> bool:
+    async def _restore(
+        self,
+        conn: Conn,
+        req: ImportRequest,
+        number: int,
+        parsed: port.ParsedLine,
+        report: ImportReport,
+    ) -> bool:
         if parsed.kind == "evidence":
-            return await self._restore_evidence(conn, port.parse_evidence(parsed.data), report)
+            row = port.parse_evidence(parsed.data)
+            return await self._restore_evidence(conn, req, number, row, report)
         if parsed.kind == "observation":
-            return await observations.insert(conn, [port.parse_observation(parsed.data)]) == 1
+            return await self._restore_observation(conn, req, number, parsed.data, report)
         if parsed.kind == "candidate":
             found = port.parse_candidate(parsed.data)
-            return await portable.insert_candidate(conn, found.data, found.events)
+            data = _candidate_into(found.data, req.scope_id, report.renamed)
+            return await portable.insert_candidate(conn, data, found.events)
+        if not req.restore_audit:
+            raise imports.ImportRefused("audit lines are restored by the operator only")
         return await portable.insert_audit(conn, port.parse_audit(parsed.data))
 
-    async def _restore_evidence(self, conn: Conn, row: EvidenceRow, report: ImportReport) -> bool:
-        """Raw restore: idempotent by content hash; credentials are refused even here."""
-        if row.state != "redacted":
-            verdict = write_gate(
-                row.content,
-                source_class=row.source_class,
-                claim_domain=row.claim_domain,
-                config=self._gate,
-            )
-            if verdict.action == "block":
-                raise port.LineInvalid("refused by the write gate: " + ", ".join(verdict.reasons))
-        if await evidence.by_content_hash(conn, row.content_hash) is not None:
+    async def _restore_evidence(
+        self, conn: Conn, req: ImportRequest, number: int, row: EvidenceRow, report: ImportReport
+    ) -> bool:
+        """Through the write gate and the lifecycle's rules (`domain.imports`); idempotent by
+        content hash within the row's scope."""
+        original = row.id
+        admitted = imports.admit_evidence(row, req.scope_id, self._gate)
+        row = admitted.row
+        targets = [report.renamed.get(old, old) for old in row.supersedes]
+        known = {r.id: r.scope_id for r in await evidence.get_many(conn, targets)}
+        kept, refused = imports.supersession(row, report.renamed, known)
+        row = replace(row, supersedes=kept)
+        existing = await evidence.by_content_hash(conn, row.content_hash, row.scope_id)
+        if existing is not None:
+            report.renamed[original] = existing
             return False
+        if row.id != original:
+            report.renamed[original] = row.id
         inserted = await evidence.insert(conn, [row])
+        if refused:
+            report.refused.append({"line": number, "id": row.id, "reasons": list(refused)})
+        if admitted.quarantined:
+            entry = {"line": number, "id": row.id, "reasons": list(admitted.quarantined)}
+            report.quarantined.append(entry)
         report.facts += inserted
         return bool(inserted)
+
+    async def _restore_observation(
+        self,
+        conn: Conn,
+        req: ImportRequest,
+        number: int,
+        data: dict[str, Any],
+        report: ImportReport,
+    ) -> bool:
+        parsed = port.parse_observation(data)
+        row, reasons = imports.admit_observation(parsed, req.scope_id, report.renamed, self._gate)
+        stored = await observations.insert(conn, [row]) == 1
+        if stored and reasons:
+            report.quarantined.append({"line": number, "id": row.id, "reasons": list(reasons)})
+        return stored
+
+
+def _candidate_into(
+    data: dict[str, Any], scope_id: str | None, renamed: dict[str, str]
+) -> dict[str, Any]:
+    """A candidate moved into `scope_id` with its evidence's ids there (its decision reason
+    and event log kept as they came)."""
+    if scope_id is None or (scope_id == data["scopeId"] and not renamed):
+        return data
+    members = [renamed.get(str(e), str(e)) for e in data.get("evidenceIds") or ()]
+    moved = {**data, "scopeId": scope_id, "evidenceIds": members}
+    return {**moved, "id": candidate_id(scope_id, str(data["domain"]), members)}
 
 
 def _full(lines: list[str], limit: int) -> bool:
@@ -217,15 +297,17 @@ def _export_audit(req: ExportRequest, actor: Actor) -> AuditEntry:
     )
 
 
-def _import_audit(report: ImportReport, actor: Actor) -> AuditEntry:
+def _import_audit(report: ImportReport, actor: Actor, scope_id: str | None) -> AuditEntry:
     return AuditEntry(
         op="import",
-        scope_id="*",
+        scope_id=scope_id or "*",
         actor=actor.name,
         reason=actor.reason or "import jsonl",
         payload={
             "inserted": report.inserted,
             "skipped": report.skipped,
             "errors": len(report.errors),
+            "refused": len(report.refused),
+            "quarantined": len(report.quarantined),
         },
     )

@@ -1,7 +1,8 @@
 """Who may ask the projector what: the principal of each RPC against the owner of the
 session it names (`projector.sessions.owner`). A user lists only their own sessions; the
-projection status is for the operator and the services. Refusals are logged as
-`access_refused` with the principal and what it named (the projector keeps no audit table).
+projection status and a replay are for the operator and the services. Refusals
+are logged as `access_refused` with the principal and what it named (the projector keeps no
+audit table).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ log = get_logger(__name__)
 
 SESSION_BOUND = ("history.search", "scene.get", "character.get", "lore.search")
 """Operations that read a session's read models when the request names a session."""
-STAFF_ONLY = ("status",)
+STAFF_ONLY = ("status", "replay.start", "replay.status")
+"""The projections' state and their rebuild: the operator's, and a service's on its own account
+(the gateway asks for its owner's operator view)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from tavern_projector.config import ProjectorSettings
 from tavern_projector.consumer import PullLoop
 from tavern_projector.framework import Target, checkpoints
 from tavern_projector.projections.chat import Names
+from tavern_projector.replays import Replays
 from tavern_projector.runner import SERVICE, LiveRunner
 from tavern_runtime import dlq
 from tavern_runtime.auth import Credentials
@@ -46,6 +47,8 @@ class Core:
             for name in catalog.NAMES
         ]
         self.loops: list[PullLoop] = []
+        self.replays = Replays(self)
+        """Replays asked over the bus, run in this process."""
 
     def consume(self, runner: LiveRunner) -> None:
         """Feed `runner` from its projection's durable consumer, in order, once started."""
@@ -76,7 +79,8 @@ class Core:
             )
 
     async def stop_consumers(self) -> None:
-        """Before the broker stops: finish the batches in hand."""
+        """Before the broker stops: finish the batches in hand (and end running replays)."""
+        await self.replays.stop()
         for watcher in self.watchers:
             with contextlib.suppress(Exception):
                 await watcher.unsubscribe()

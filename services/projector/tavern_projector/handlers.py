@@ -39,7 +39,8 @@ RPCS: dict[str, Query] = {
 OWNED: dict[str, Callable[[Any, Any, str | None], Awaitable[dict[str, Any]]]] = {
     "sessions.list": queries.sessions_list,
 }
-"""Queries that answer with the asker's own sessions only (every owner's for the operator)."""
+"""Queries that answer with the asker's own sessions only (every owner's for the operator).
+`replay.start` and `replay.status` (the operator's, `tavern_projector.replays`) follow."""
 
 
 def register(broker: NatsBroker, core: Core) -> None:
@@ -59,6 +60,13 @@ def register(broker: NatsBroker, core: Core) -> None:
         broker.subscriber(subjects.rpc(SERVICE, operation), queue=RPC_QUEUE)(
             _answer(core, access, operation, _owned(owned))
         )
+    replays = core.replays
+    broker.subscriber(subjects.rpc(SERVICE, "replay.start"), queue=RPC_QUEUE)(
+        _answer(core, access, "replay.start", lambda _p, b, a: replays.start(b, a.principal.label))
+    )
+    broker.subscriber(subjects.rpc(SERVICE, "replay.status"), queue=RPC_QUEUE)(
+        _answer(core, access, "replay.status", lambda _p, body, _a: replays.status(body))
+    )
 
 
 async def ping() -> dict[str, object]:

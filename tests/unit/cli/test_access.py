@@ -37,7 +37,12 @@ def test_the_consolidator_may_ask_what_its_ledger_client_calls() -> None:
     client = (CONSOLIDATOR / "ledger_client.py").read_text()
     assert '"observation.propose"' in client
     assert 'f"consolidation.{op}"' in client
-    assert set(access.CONSOLIDATOR_RPCS) == {"ledger.observation.propose", "ledger.consolidation.>"}
+    assert '"stats"' in client  # the ownership check of a user's review request
+    assert set(access.CONSOLIDATOR_RPCS) == {
+        "ledger.observation.propose",
+        "ledger.consolidation.>",
+        "ledger.stats",
+    }
 
 
 def test_no_ledger_administration_for_the_loop_or_the_client() -> None:

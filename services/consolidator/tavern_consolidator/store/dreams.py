@@ -143,3 +143,12 @@ async def decide(conn: Conn, ids: Sequence[str], state: str, actor: str) -> list
         actor,
     )
     return [dict(r) for r in found]
+
+
+async def scopes_of(conn: Conn, ids: Sequence[str]) -> set[str]:
+    """The scopes of these pool entries."""
+    found = await conn.fetch(
+        "SELECT DISTINCT scope_id FROM consolidator.candidate_memory WHERE id = ANY($1::text[])",
+        list(ids),
+    )
+    return {str(r["scope_id"]) for r in found}

@@ -77,3 +77,10 @@ async def listed(
         list(states) if states else None,
     )
     return [_view(r) for r in found]
+
+
+async def scope_of(conn: Conn, candidate_id: str) -> str | None:
+    found = await conn.fetchval(
+        "SELECT scope_id FROM consolidator.expression WHERE candidate_id = $1", candidate_id
+    )
+    return str(found) if found is not None else None

@@ -281,7 +281,10 @@ function onEvent(ev) {
 }
 
 async function greeting(characterId) {
-  if (!characterId || $("#greeting")) return;
+  // Once per page: a reconnect that replays session/created must not add a second greeting
+  // (the flag is set before the await, so two replays in flight cannot both pass).
+  if (!characterId || chat.greeted) return;
+  chat.greeted = true;
   try {
     const found = await api("GET", "/api/characters");
     const c = found.characters.find((x) => x.asset_id === characterId);
@@ -298,6 +301,10 @@ function chatPage() {
   const sid = $("#chat").dataset.session;
   const source = new EventSource(`/api/sessions/${sid}/events`);
   source.onmessage = (msg) => {
+    // A stream that restarts from the beginning replays what was shown: each event once.
+    const id = Number(msg.lastEventId || 0);
+    if (id && id <= (chat.lastId || 0)) return;
+    if (id) chat.lastId = id;
     try { onEvent(JSON.parse(msg.data)); } catch (e) { console.error(e); }
   };
   source.onerror = () => { /* EventSource reconnects with Last-Event-ID */ };
@@ -352,6 +359,7 @@ async function managePage() {
     if (!scope) { notice("This chat has no memory yet, so no character scope to clean up.", "info"); return; }
     cleanup(select.value, scope);
   });
+  $("#memory-import").addEventListener("submit", (ev) => { ev.preventDefault(); importMemory(select.value); });
   $("#var-scope").addEventListener("change", () => loadVariables(select.value));
   $("#var-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -364,7 +372,36 @@ async function managePage() {
     } catch (e) { /* notice shown (a stale revision says so); the form keeps what was typed */ }
   });
   if (select.value) load();
-  if ($("#ops-title")) loadOperator();
+  if ($("#ops-title")) {
+    loadOperator();
+    $("#replay-form").addEventListener("submit", (ev) => { ev.preventDefault(); startReplay(); });
+  }
+}
+
+async function startReplay() {
+  const body = { projection: $("#replay-projection").value };
+  const session = $("#replay-session").value.trim();
+  if (session) body.session_id = session;
+  const bar = $("#replay-progress");
+  const status = $("#replay-status");
+  const button = $("#replay-form button");
+  clearNotice();
+  button.disabled = true;
+  try {
+    let job = await api("POST", "/api/operator/replay", body);
+    bar.hidden = false;
+    while (true) {
+      bar.max = Math.max(job.total, 1);
+      bar.value = job.state === "done" ? bar.max : Math.min(job.done, bar.max);
+      if (job.state === "done") { status.textContent = `Replay of ${job.projection} done: ${job.entries} entries rebuilt.`; break; }
+      if (job.state !== "running") { status.textContent = `Replay of ${job.projection} ${job.state}${job.failure ? ": " + job.failure : ""}.`; break; }
+      status.textContent = `Replaying ${job.projection}: ${job.done} of ${job.total} entries …`;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      job = await api("GET", `/api/operator/replay/${job.job_id}`);
+    }
+    loadOperator();
+  } catch (e) { status.textContent = `Replay not started: ${e.message}`; }
+  finally { button.disabled = false; }
 }
 
 async function loadOperator() {
@@ -382,13 +419,51 @@ function loadChat(sid, row) {
   if (!sid) return;
   $("#manage-binding").textContent = row ? `Architecture ${row.architecture}${row.context_mode ? ", context mode " + row.context_mode : ""}; chat ${row.chat_id}${row.character_id ? "; character " + row.character_id : ""}` : sid;
   $("#export").href = `/api/sessions/${sid}/memory/export`;
+  $("#export-character").href = `/api/sessions/${sid}/memory/export/character`;
+  $("#export-character").hidden = !(row && row.character_id);
   loadMemory(sid);
   loadVariables(sid);
+  loadApprovals(sid);
   loadTools(sid);
 }
 
-async function loadMemory(sid) {
-  const params = new URLSearchParams({ session_id: sid, state: $("#memory-state").value });
+async function loadApprovals(sid, done) {
+  try {
+    const found = await api("GET", `/api/sessions/${sid}/approvals`);
+    const cell = (text) => el("td", { text: String(text) });
+    const decide = (label, url, after) => {
+      const buttons = el("td", { class: "row-actions" });
+      for (const [decision, verb] of [["approve", "Approve"], ["reject", "Reject"]]) {
+        buttons.append(el("button", { type: "button", "aria-label": `${verb} ${label}`, onclick: async () => {
+          try {
+            await api("POST", url, { decision });
+            loadApprovals(sid, `${decision === "approve" ? "Approved" : "Rejected"}: ${label}`);
+            if (after) after();
+          } catch (e) { /* notice shown */ }
+        } }, verb));
+      }
+      return buttons;
+    };
+    const pending = (state) => !["approved", "rejected", "promoted", "rolled_back", "superseded"].includes(state);
+    const empty = (cols, text) => el("tr", {}, el("td", { colspan: cols, text }));
+    const drafts = found.rule_drafts.map((r) => el("tr", {}, cell(r.text), cell(r.domain), decide(`rule ${r.text}`, `/api/scopes/${found.scope_id}/rules/${r.id}`)));
+    $("#rule-drafts tbody").replaceChildren(...(drafts.length ? drafts : [empty(3, "No rule drafts waiting.")]));
+    const active = found.active_rules.map((r) => el("tr", {}, cell(r.text), cell(r.domain), cell(r.pinned ? "yes" : "no")));
+    $("#active-rules tbody").replaceChildren(...(active.length ? active : [empty(3, "No active rules.")]));
+    const styles = found.styles.map((c) => el("tr", {}, cell(`${c.candidate_id} (${(c.evidence_ids || []).length} statements)`), cell(c.state),
+      pending(c.state) ? decide(`style ${c.candidate_id}`, `/api/styles/${c.candidate_id}`) : cell(c.decision || c.state)));
+    $("#style-candidates tbody").replaceChildren(...(styles.length ? styles : [empty(3, "No style candidates.")]));
+    const pool = found.pool.map((c) => el("tr", {}, cell(c.text), cell(c.state),
+      pending(c.state) ? decide(`pool candidate ${c.text}`, `/api/pool/${c.id}`) : cell(c.state)));
+    $("#pool-candidates tbody").replaceChildren(...(pool.length ? pool : [empty(3, "No pool candidates.")]));
+    $("#approvals-status").textContent = done || `Memory scope ${found.scope_id}: ${found.rule_drafts.length} rule drafts waiting.`;
+  } catch (e) { $("#approvals-status").textContent = "Approvals could not be loaded."; }
+}
+
+async function loadMemory(sid, scope) {
+  const params = new URLSearchParams({ state: $("#memory-state").value });
+  if (scope) params.set("scope_id", scope); else params.set("session_id", sid);
+  $("#memory-shown").textContent = scope ? `Showing every item of the memory the import went into (${scope}).` : "Showing this chat's items.";
   const text = $("#memory-text").value.trim();
   if (text) params.set("text", text);
   const body = $("#memory tbody");
@@ -478,6 +553,40 @@ async function cleanup(sid, scope) {
     } }, "Delete them"),
     el("button", { type: "button", onclick: () => { box.hidden = true; } }, "Keep them"));
   box.hidden = false;
+}
+
+async function importMemory(sid) {
+  const file = $("#memory-import-file").files[0];
+  const box = $("#memory-import-report");
+  if (!sid || !file) { notice("Choose a chat and a memory export file first."); return; }
+  clearNotice();
+  const form = new FormData();
+  form.append("file", file);
+  form.append("target", $("#memory-import-target").value);
+  box.replaceChildren(el("p", { text: `Importing ${file.name} …` }));
+  box.hidden = false;
+  try {
+    const found = await api("POST", `/api/sessions/${sid}/memory/import`, form, true);
+    box.replaceChildren(...importReport(found));
+    loadMemory(sid, found.scope_id);
+  } catch (e) { box.replaceChildren(el("p", { class: "warn", text: `Not imported: ${e.message}` })); }
+}
+
+function importReport(found) {
+  const inserted = Object.values(found.inserted || {}).reduce((a, b) => a + b, 0);
+  const parts = [el("h3", { text: "Report of the import" }),
+    el("p", { class: "import-summary", text: `${found.file}: imported ${inserted} · skipped as duplicates ${found.skipped} · quarantined ${found.quarantined.length} · refused ${found.refused.length} · unreadable lines ${found.errors.length}` })];
+  const section = (title, rows, text) => {
+    if (!rows.length) return;
+    parts.push(el("h4", { text: title }));
+    const list = el("ul", { "aria-label": title });
+    for (const r of rows) list.append(el("li", { text: `line ${r.line}: ${text(r)}` }));
+    parts.push(list);
+  };
+  section("Quarantined", found.quarantined, (r) => (r.reasons || []).join(", "));
+  section("Refused", found.refused, (r) => (r.reasons || []).join(", "));
+  section("Unreadable lines", found.errors, (r) => r.message);
+  return parts;
 }
 
 async function loadTools(sid) {

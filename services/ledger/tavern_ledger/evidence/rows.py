@@ -143,9 +143,12 @@ async def get_many(conn: Conn, ids: Sequence[str]) -> list[EvidenceRow]:
     return [row_of(r) for r in found]
 
 
-async def by_content_hash(conn: Conn, digest: str) -> str | None:
+async def by_content_hash(conn: Conn, digest: str, scope_id: str) -> str | None:
+    """The row of `scope_id` with this content hash (the same text may live in other scopes)."""
     found = await conn.fetchval(
-        "SELECT id FROM ledger.evidence WHERE content_hash = $1 LIMIT 1", digest
+        "SELECT id FROM ledger.evidence WHERE content_hash = $1 AND scope_id = $2 LIMIT 1",
+        digest,
+        scope_id,
     )
     return str(found) if found is not None else None
 

@@ -26,7 +26,8 @@ from tavern_ledger.requests import (
     StatsBody,
 )
 from tavern_ledger.rights import Correction
-from tavern_ledger.transfer import ExportRequest
+from tavern_ledger.evidence.rows import EvidenceFilter
+from tavern_ledger.transfer import ExportRequest, ImportRequest
 from tavern_runtime.context import Context, Message
 from tavern_runtime.principals import Principal
 
@@ -153,8 +154,13 @@ async def export(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) 
 
 async def import_(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ImportBody, who: Principal) -> Reply:
-        await ledger.access.operator(who, "import", "import")
-        reply = await ledger.transfer.import_jsonl(r.jsonl, _actor(r, who))
+        if r.scope_id is None:
+            await ledger.access.operator(who, "import", "import without a target scope")
+        else:
+            await ledger.access.scope(who, r.scope_id, "import")
+        operator = who.kind == "operator"
+        req = ImportRequest(r.jsonl, r.scope_id, restore_audit=operator)
+        reply = await ledger.transfer.import_jsonl(req, _actor(r, who))
         await ledger.relay.flush()
         return reply
 
