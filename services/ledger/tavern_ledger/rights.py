@@ -16,10 +16,10 @@ from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
 from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
-from tavern_ledger.domain.records import AuditEntry, EvidenceRow
+from tavern_ledger.domain.records import AuditEntry, EvidenceRow, ObservationRow
 from tavern_ledger.errors import InvalidTransition, NotFound
 from tavern_ledger.ingest import Clock, utc_now
-from tavern_ledger.store import Conn, audit, evidence, ingest, outbox
+from tavern_ledger.store import Conn, audit, evidence, ingest, observations, outbox
 from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
@@ -60,6 +60,40 @@ def evidence_view(row: EvidenceRow, clip: int = CLIP_CHARS) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ModelQuery:
+    """What a query adds beyond evidence: observations, and whether a model asked."""
+
+    observations: bool = False
+    for_model: bool = False
+    text: str = ""
+    state: str = "active"
+
+
+def model_query_audit(scope_id: str, ask: ModelQuery, evidence: int, found: int) -> AuditEntry:
+    """acp.md §10: a model's read of memory is audited (reads by people are not)."""
+    return AuditEntry(
+        op="model_query",
+        scope_id=scope_id,
+        actor="model",
+        reason="acp_query tool",
+        payload={"q": ask.text[:120], "state": ask.state, "evidence": evidence, "observations": found},
+    )
+
+
+def observation_view(o: ObservationRow) -> dict[str, Any]:
+    return {
+        "observation_id": o.id,
+        "subject": o.subject,
+        "predicate": o.predicate,
+        "claim_domain": o.claim_domain,
+        "authority": o.authority or "single_observation",
+        "text": o.text,
+        "evidence_ids": list(o.evidence_ids),
+        "observed_at": iso(o.observed_at),
+    }
+
+
 class Rights:
     def __init__(self, pool: PoolSource, gate: GateConfig, clock: Clock = utc_now) -> None:
         self._pool, self._gate, self._clock = pool, gate, clock
@@ -72,7 +106,7 @@ class Rights:
         async with transaction(self._pool) as conn:
             row = await _locked(conn, evidence_id)
             try:
-                change = lifecycle.apply(row, op, now)
+                change = lifecycle.apply(row, op, now, reason=actor.reason)
             except lifecycle.TransitionRefused as exc:
                 raise InvalidTransition(str(exc), evidence_id=evidence_id) from None
             audit_id = await commit_change(conn, change, op, actor, now)
@@ -120,10 +154,27 @@ class Rights:
 
     # --- views ------------------------------------------------------------------------------
 
-    async def query(self, f: EvidenceFilter) -> dict[str, Any]:
-        async with connection(self._pool) as conn:
+    async def query(self, f: EvidenceFilter, ask: ModelQuery | None = None) -> dict[str, Any]:
+        """Evidence matching `f`; with `ask`, also the scope's active observations and (when a
+        model asked) the `model_query` audit entry of the read."""
+        if ask is None:
+            async with connection(self._pool) as conn:
+                rows = await evidence.query(conn, f)
+            return {"items": [evidence_view(r) for r in rows], "count": len(rows)}
+        async with transaction(self._pool) as conn:
             rows = await evidence.query(conn, f)
-        return {"items": [evidence_view(r) for r in rows], "count": len(rows)}
+            scope = f.scope_id or await ingest.scope_of_session(conn, f.session_id or "")
+            found = (
+                await observations.active(conn, scope, f.limit) if ask.observations else []
+            )
+            reply: dict[str, Any] = {
+                "items": [evidence_view(r) for r in rows],
+                "count": len(rows),
+                "observations": [observation_view(o) for o in found],
+            }
+            if ask.for_model:
+                await audit.append_one(conn, model_query_audit(scope, ask, len(rows), len(found)))
+        return reply
 
     async def inspect(self, evidence_id: str) -> dict[str, Any]:
         """The row, whether recall may read it now (and why not), its lineage and audit trail."""

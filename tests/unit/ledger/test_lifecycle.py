@@ -203,3 +203,22 @@ def test_rate_limiter_refills_over_time_per_key() -> None:
     assert limiter.allow("b", 0.0)
     assert limiter.allow("a", 1.0)
     assert not limiter.allow("a", 1.0)
+
+
+def test_a_quarantine_stores_its_reason_as_the_review_status() -> None:
+    change = lifecycle.apply(row(), "quarantine", NOW, reason=" needs_review ")
+    assert change.after.metadata["reviewStatus"] == "needs_review"
+    plain = lifecycle.apply(row(), "quarantine", NOW)
+    assert plain.after.metadata["reviewStatus"] == "quarantined_by_user"
+
+
+def test_rollback_and_release_write_their_words_and_the_old_word_is_upcast() -> None:
+    back = lifecycle.apply(row(state="superseded"), "rollback", NOW, reason="oops")
+    assert back.after.metadata["reviewStatus"] == "rolled_back"
+    released = lifecycle.apply(row(state="quarantined"), "release", NOW)
+    assert released.after.metadata["reviewStatus"] == "released"
+    old = {"reviewStatus": "rollbackd", "ttlDays": 3}
+    assert lifecycle.upcast_review_status(old) == {"reviewStatus": "rolled_back", "ttlDays": 3}
+    assert lifecycle.upcast_review_status({"reviewStatus": "released"}) == {
+        "reviewStatus": "released"
+    }
