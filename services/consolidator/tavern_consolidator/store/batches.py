@@ -10,9 +10,12 @@ from typing import Any
 
 from tavern_consolidator.domain.records import Evidence, Proposed
 from tavern_consolidator.domain.throttle import Position, ScopeState
-from tavern_consolidator.store import Conn, from_json, to_json
+from tavern_consolidator.store import Conn, audit, from_json, to_json
 from tavern_consolidator.store.facts import EVIDENCE_COLUMNS, evidence_row
 
+ACTOR = "consolidation"
+OK_REASON = "consolidation ok; watermark advanced"
+FAILED_REASON = "consolidation failed; watermark not advanced"
 AFTER_WATERMARK = (
     "scope_id = $1 AND state = 'active' AND digestible "
     "AND ($2::timestamptz IS NULL OR (observed_at, id) > ($2::timestamptz, $3::text))"
@@ -162,14 +165,19 @@ async def distilled(conn: Conn, batch_id: int, mode: str, observations: Sequence
 
 
 async def succeeded(conn: Conn, row: BatchRow, proposed: int, written: int, now: datetime) -> None:
-    """Close the batch and move the watermark to its latest observed time, in one transaction."""
-    await conn.execute(
+    """Close the batch, move the watermark to its latest observed time and write the run's
+    `consolidate` audit entry (acp.md §12.3 step 10), in one transaction."""
+    closed = await conn.fetchrow(
         "UPDATE consolidator.batch SET status = 'ok', proposed = $2, written = $3, "
-        "finished_at = $4, error = '' WHERE id = $1",
+        f"finished_at = $4, error = '' WHERE id = $1 RETURNING {BATCH_COLUMNS}",
         row.id,
         proposed,
         written,
         now,
+    )
+    payload = {"observations": written, **_described(closed)}
+    await audit.append(
+        conn, audit.Entry("consolidate", row.scope_id, ACTOR, OK_REASON, _target(row.id), payload)
     )
     await conn.execute(
         "UPDATE consolidator.scope_state SET watermark_at = $2, watermark_id = $3, "
@@ -191,14 +199,35 @@ class Failure:
 
 async def failed(conn: Conn, batch_id: int, scope_id: str, f: Failure) -> None:
     """The batch failed: the watermark stays; the scope waits before the same items are tried."""
-    await conn.execute(
+    closed = await conn.fetchrow(
         "UPDATE consolidator.batch SET status = 'failed', error = $2, finished_at = $3 "
-        "WHERE id = $1",
+        f"WHERE id = $1 RETURNING {BATCH_COLUMNS}",
         batch_id,
         f.error,
         f.at,
     )
     await stalled(conn, scope_id, f)
+    payload = {"error": f.error, **_described(closed)}
+    entry = audit.Entry("consolidate", scope_id, ACTOR, FAILED_REASON, _target(batch_id), payload)
+    await audit.append(conn, entry)
+
+
+def _target(batch_id: int) -> str:
+    return f"batch:{batch_id}"
+
+
+def _described(batch: Any) -> dict[str, Any]:
+    """acp.md's batch descriptor for the `consolidate` audit entry."""
+    return {
+        "batchId": batch["id"],
+        "batchSize": batch["size"],
+        "failuresBefore": batch["failures_before"],
+        "batchFrom": batch["batch_from"].isoformat() if batch["batch_from"] else "",
+        "batchTo": batch["batch_to"].isoformat(),
+        "batchFirstId": batch["first_id"],
+        "batchLastId": batch["last_id"],
+        "mode": batch["mode"],
+    }
 
 
 async def stalled(conn: Conn, scope_id: str, f: Failure) -> None:
