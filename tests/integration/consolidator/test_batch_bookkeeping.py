@@ -70,3 +70,21 @@ async def test_a_failed_batch_is_audited_and_leaves_the_watermark(tavern: Tavern
     await tavern.ok_batches("s1")  # the same batch is retried and then succeeds
     reasons = [e["reason"] for e in await audited()]
     assert reasons[0] == "consolidation ok; watermark advanced"
+
+
+async def test_evidence_said_before_the_watermark_but_arriving_after_is_still_digested(
+    tavern: Tavern,
+) -> None:
+    await tavern.session("s1")
+    await tavern.say("s1", *FACTS, day=-1)
+    [first] = await tavern.ok_batches("s1")
+    late = [f"I also keep late detail number {i}" for i in range(10)]
+    await tavern.session("s2", chat_id="s1")  # same scope; said two days ago, arriving now
+    await tavern.say("s2", *late, day=-2)
+    _, second = await tavern.ok_batches("s1", 2)
+    assert second["size"] == 10
+    assert second["batch_to"] < first["batch_to"]
+    watermark, _ = await tavern.watermark("s1") or (None, "")
+    assert watermark == first["batch_to"]  # it only ever advances
+    explained = await tavern.rpc("consolidator", "explain", evidence_id=second["last_id"])
+    assert explained["verdict"] == "digested"

@@ -16,10 +16,10 @@ from tavern_consolidator.store.facts import EVIDENCE_COLUMNS, evidence_row
 ACTOR = "consolidation"
 OK_REASON = "consolidation ok; watermark advanced"
 FAILED_REASON = "consolidation failed; watermark not advanced"
-AFTER_WATERMARK = (
-    "scope_id = $1 AND state = 'active' AND digestible "
-    "AND ($2::timestamptz IS NULL OR (observed_at, id) > ($2::timestamptz, $3::text))"
-)
+UNDIGESTED = "scope_id = $1 AND state = 'active' AND digestible AND digested_at IS NULL"
+"""A scope's copies no successful batch took (marked, not compared with the watermark: a copy
+may arrive after a batch with an older time than the batch's latest)."""
+_AHEAD = "watermark_at IS NULL OR ($2::timestamptz, $3::text) > (watermark_at, watermark_id)"
 STATE_COLUMNS = "scope_id, watermark_at, watermark_id, run_day, run_count, fail_count, retry_at"
 BATCH_COLUMNS = (
     "id, scope_id, status, mode, reason, batch_from, batch_to, first_id, last_id, evidence_ids, "
@@ -78,12 +78,10 @@ async def scope_state(conn: Conn, scope_id: str) -> ScopeState:
 async def counts(conn: Conn, state: ScopeState) -> tuple[int, int]:
     """(undigested evidence, turns not yet counted) of a scope."""
     r = await conn.fetchrow(
-        f"SELECT (SELECT count(*) FROM consolidator.evidence WHERE {AFTER_WATERMARK}) AS ev, "
+        f"SELECT (SELECT count(*) FROM consolidator.evidence WHERE {UNDIGESTED}) AS ev, "
         "(SELECT count(*) FROM consolidator.turn WHERE scope_id = $1 AND counted_at IS NULL) "
         "AS turns",
         state.scope_id,
-        state.watermark_at,
-        state.watermark_id,
     )
     return int(r["ev"]), int(r["turns"])
 
@@ -91,11 +89,9 @@ async def counts(conn: Conn, state: ScopeState) -> tuple[int, int]:
 async def undigested(conn: Conn, state: ScopeState, limit: int) -> list[Evidence]:
     """The oldest `limit` undigested rows, in (observed_at, id) order."""
     found = await conn.fetch(
-        f"SELECT {EVIDENCE_COLUMNS} FROM consolidator.evidence WHERE {AFTER_WATERMARK} "
-        "ORDER BY observed_at, id LIMIT $4",
+        f"SELECT {EVIDENCE_COLUMNS} FROM consolidator.evidence WHERE {UNDIGESTED} "
+        "ORDER BY observed_at, id LIMIT $2",
         state.scope_id,
-        state.watermark_at,
-        state.watermark_id,
         limit,
     )
     return [evidence_row(r) for r in found]
@@ -180,8 +176,15 @@ async def succeeded(conn: Conn, row: BatchRow, proposed: int, written: int, now:
         conn, audit.Entry("consolidate", row.scope_id, ACTOR, OK_REASON, _target(row.id), payload)
     )
     await conn.execute(
-        "UPDATE consolidator.scope_state SET watermark_at = $2, watermark_id = $3, "
-        "fail_count = 0, last_failure = NULL, retry_at = NULL, updated_at = now() "
+        "UPDATE consolidator.evidence SET digested_at = $2 WHERE id = ANY($1::text[])",
+        list(row.evidence_ids),
+        now,
+    )
+    # The watermark only advances: a batch of late arrivals said earlier leaves it where it is.
+    await conn.execute(
+        f"UPDATE consolidator.scope_state SET watermark_at = CASE WHEN {_AHEAD} THEN $2 "
+        f"ELSE watermark_at END, watermark_id = CASE WHEN {_AHEAD} THEN $3 ELSE watermark_id "
+        "END, fail_count = 0, last_failure = NULL, retry_at = NULL, updated_at = now() "
         "WHERE scope_id = $1",
         row.scope_id,
         row.batch_to,
@@ -288,7 +291,8 @@ async def batches_with(conn: Conn, evidence_id: str) -> list[dict[str, Any]]:
 async def position(conn: Conn, evidence_id: str) -> Position | None:
     """An evidence copy's state, digestibility and time beside its scope's watermark."""
     r = await conn.fetchrow(
-        "SELECT e.id AS evidence_id, e.state, e.digestible, e.observed_at, s.watermark_at, "
+        "SELECT e.id AS evidence_id, e.state, e.digestible, e.digested_at IS NOT NULL AS "
+        "digested, e.observed_at, s.watermark_at, "
         "coalesce(s.watermark_id, '') AS watermark_id FROM consolidator.evidence e "
         "LEFT JOIN consolidator.scope_state s USING (scope_id) WHERE e.id = $1",
         evidence_id,
