@@ -57,6 +57,10 @@ class QueryBody(Request):
     text: str | None = Field(default=None, max_length=500)
     as_of: UtcDatetime | None = None
     limit: int = Field(default=50, ge=1)
+    observations: bool = False
+    """Also the scope's active observations (acp_query's `includeObservations`)."""
+    for_model: bool = False
+    """Asked by a model's tool (`acp_query`): the read is audited as `model_query` (acp.md §10)."""
 
 
 class AuditBody(Request):

@@ -24,7 +24,7 @@ from tavern_ledger.requests import (
     RecallBody,
     StatsBody,
 )
-from tavern_ledger.rights import Correction
+from tavern_ledger.rights import Correction, ModelQuery
 from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transfer import ExportRequest
 from tavern_runtime.context import Context, Message
@@ -65,7 +65,10 @@ async def query(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -
             r.as_of,
             min(r.limit, ledger.caps.max_results),
         )
-        return await ledger.rights.query(f)
+        if not (r.observations or r.for_model):
+            return await ledger.rights.query(f)
+        ask = ModelQuery(r.observations, r.for_model, r.text or "", r.state)
+        return await ledger.rights.query(f, ask)
 
     return await serve(ledger, "query", msg, QueryBody, handle)
 

@@ -36,6 +36,17 @@ async def get(conn: Conn, observation_id: str) -> ObservationRow | None:
     return row_of(found) if found else None
 
 
+async def active(conn: Conn, scope_id: str, limit: int) -> list[ObservationRow]:
+    """The scope's active observations, newest first."""
+    found = await conn.fetch(
+        f"SELECT {COLUMNS} FROM ledger.observation WHERE scope_id = $1 AND state = 'active' "
+        "ORDER BY observed_at DESC, id LIMIT $2",
+        scope_id,
+        limit,
+    )
+    return [row_of(r) for r in found]
+
+
 async def evidence_authorities(conn: Conn, ids: Sequence[str]) -> dict[str, str]:
     found = await conn.fetch(
         "SELECT id, authority FROM ledger.evidence WHERE id = ANY($1::text[])", list(ids)
