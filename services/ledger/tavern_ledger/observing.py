@@ -9,6 +9,7 @@ from tavern_ledger.changes import Actor
 from tavern_ledger.domain.facts import observation_upserted, outbox_record
 from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.observations import (
+    Decision,
     ObservationInvalid,
     Proposal,
     backlink_tier,
@@ -42,17 +43,18 @@ class Observations:
                     "reasons": list(decision.verdict.reasons),
                     "audit_id": audit_id,
                 }
-            return await self._store(
-                conn, decision.row, decision.verdict.reasons, set(authorities), actor
-            )
+            return await self._store(conn, decision, set(authorities), actor)
 
     async def _store(
-        self, conn: Conn, row: Any, reasons: tuple[str, ...], resolvable: set[str], actor: Actor
+        self, conn: Conn, decision: Decision, resolvable: set[str], actor: Actor
     ) -> dict[str, Any]:
-        upserted = await observations.upsert(conn, row)
+        assert decision.row is not None
+        reasons = decision.verdict.reasons
+        upserted = await observations.upsert(conn, decision.row)
         tier = backlink_tier(upserted.row, resolvable)
         if upserted.inserted:
-            await audit.append_one(conn, _upsert_audit(upserted, reasons, tier, actor))
+            entry = _upsert_audit(upserted, reasons, tier, actor, decision)
+            await audit.append_one(conn, entry)
             if upserted.row.state == "active":
                 fact = observation_upserted(upserted.row, self._clock())
                 await outbox.enqueue(conn, [outbox_record(fact)])
@@ -62,6 +64,8 @@ class Observations:
             "observation_id": upserted.row.id,
             "state": upserted.row.state,
             "authority": upserted.row.authority,
+            "derived_authority": decision.derived_authority,
+            "release": decision.release.as_json(),
             "superseded": upserted.superseded_id,
             "reasons": list(reasons),
             "backlink": tier,
@@ -70,7 +74,11 @@ class Observations:
 
 
 def _upsert_audit(
-    upserted: observations.Upserted, reasons: tuple[str, ...], tier: str, actor: Actor
+    upserted: observations.Upserted,
+    reasons: tuple[str, ...],
+    tier: str,
+    actor: Actor,
+    decision: Decision,
 ) -> AuditEntry:
     return AuditEntry(
         op="observation-upsert",
@@ -83,6 +91,9 @@ def _upsert_audit(
             "state": upserted.row.state,
             "reasons": list(reasons),
             "backlink": tier,
+            "release": decision.release.as_json(),
+            "authority": upserted.row.authority,
+            "derivedAuthority": decision.derived_authority,
         },
     )
 

@@ -129,12 +129,23 @@ def test_lineage_walks_back_and_tolerates_cycles() -> None:
     assert [r.id for r in lifecycle.lineage({"a": a, "b": b, "c": c}, "c")] == ["a", "b", "c"]
 
 
-def test_observation_authority_is_never_stronger_than_its_weakest_evidence() -> None:
+def test_derived_observation_authority_is_its_weakest_evidence() -> None:
     found = {"e1": "user_correction", "e2": "external_information"}
     assert derive_authority(None, found, ["e1", "e2"]) == "external_information"
-    assert derive_authority("user_correction", found, ["e2"]) == "external_information"
-    assert derive_authority("agent_inference", found, ["e1"]) == "agent_inference"
     assert derive_authority(None, found, ["unknown"]) == "single_observation"
+
+
+def test_an_explicit_authority_raises_as_well_as_lowers_the_derived_one() -> None:
+    found = {"e1": "user_correction", "e2": "external_information"}
+    assert derive_authority("user_explicit", found, ["e2"]) == "user_explicit"  # raised
+    assert derive_authority("agent_inference", found, ["e1"]) == "agent_inference"  # lowered
+    p = Proposal("c1", "user", "lives in", "user_fact", "Lyon", ("e2",), NOW, "user_explicit")
+    decision = decide(p, found, GateConfig())
+    assert decision.row is not None
+    assert (decision.row.authority, decision.derived_authority) == (
+        "user_explicit",
+        "external_information",
+    )
 
 
 def test_observation_ids_derive_from_their_fields() -> None:
