@@ -15,7 +15,7 @@ from tavern_ledger.domain.observations import (
     backlink_tier,
     decide,
 )
-from tavern_ledger.domain.records import AuditEntry
+from tavern_ledger.domain.records import AuditEntry, ObservationRow
 from tavern_ledger.errors import RequestInvalid
 from tavern_ledger.ingest import Clock, utc_now
 from tavern_ledger.store import Conn, audit, observations, outbox
@@ -43,14 +43,18 @@ class Observations:
                     "reasons": list(decision.verdict.reasons),
                     "audit_id": audit_id,
                 }
-            return await self._store(conn, decision, set(authorities), actor)
+            return await self._store(conn, decision.row, decision, set(authorities), actor)
 
     async def _store(
-        self, conn: Conn, decision: Decision, resolvable: set[str], actor: Actor
+        self,
+        conn: Conn,
+        row: ObservationRow,
+        decision: Decision,
+        resolvable: set[str],
+        actor: Actor,
     ) -> dict[str, Any]:
-        assert decision.row is not None
         reasons = decision.verdict.reasons
-        upserted = await observations.upsert(conn, decision.row)
+        upserted = await observations.upsert(conn, row)
         tier = backlink_tier(upserted.row, resolvable)
         if upserted.inserted:
             entry = _upsert_audit(upserted, reasons, tier, actor, decision)

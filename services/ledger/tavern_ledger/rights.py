@@ -77,7 +77,12 @@ def model_query_audit(scope_id: str, ask: ModelQuery, evidence: int, found: int)
         scope_id=scope_id,
         actor="model",
         reason="acp_query tool",
-        payload={"q": ask.text[:120], "state": ask.state, "evidence": evidence, "observations": found},
+        payload={
+            "q": ask.text[:120],
+            "state": ask.state,
+            "evidence": evidence,
+            "observations": found,
+        },
     )
 
 
@@ -164,9 +169,7 @@ class Rights:
         async with transaction(self._pool) as conn:
             rows = await evidence.query(conn, f)
             scope = f.scope_id or await ingest.scope_of_session(conn, f.session_id or "")
-            found = (
-                await observations.active(conn, scope, f.limit) if ask.observations else []
-            )
+            found = await observations.active(conn, scope, f.limit) if ask.observations else []
             reply: dict[str, Any] = {
                 "items": [evidence_view(r) for r in rows],
                 "count": len(rows),

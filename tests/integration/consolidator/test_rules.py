@@ -108,7 +108,9 @@ async def test_the_drafting_window_is_judged_by_when_a_correction_was_said(
     tavern: Tavern,
 ) -> None:
     await tavern.session("s1")
-    await tavern.say("s1", "记住：周五下午不要部署任何服务", day=-10)  # said ten days ago, arrives now
+    await tavern.say(
+        "s1", "记住：周五下午不要部署任何服务", day=-10
+    )  # said ten days ago, arrives now
     await tavern.say("s1", KEEP_APART)
     [draft] = await drafts(tavern, 1)
     assert draft["text"] == "配置和代码分开放"

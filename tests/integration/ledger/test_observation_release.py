@@ -63,7 +63,9 @@ async def test_the_release_gate_holds_what_only_held_then_and_there(ledger: Ledg
     assert (kept["state"], kept["release"]["decision"]) == ("active", "pass")
 
     states = dict(
-        await ledger.db.fetch("SELECT text, state FROM ledger.observation WHERE scope_id = $1", scope)
+        await ledger.db.fetch(
+            "SELECT text, state FROM ledger.observation WHERE scope_id = $1", scope
+        )
     )
     assert {states[text] for text in HELD} == {"quarantined"}
     trail = await ledger.rpc("audit", op="observation-upsert", scope_id=scope, limit=20)
@@ -87,7 +89,9 @@ async def test_observations_lose_half_their_score_every_thirty_days(ledger: Ledg
         )
     recalled = await ledger.rpc("recall", session_id="s1", query="oolong tin", explain=True)
     score = {
-        r["evidence_id"]: r["score"] for r in recalled["ranked"] if r["source_class"] == "observation"
+        r["evidence_id"]: r["score"]
+        for r in recalled["ranked"]
+        if r["source_class"] == "observation"
     }
     rows = await ledger.db.fetch("SELECT id, subject FROM ledger.observation")
     by_subject = {r["subject"]: score[r["id"]] for r in rows}

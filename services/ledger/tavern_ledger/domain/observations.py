@@ -16,6 +16,7 @@ from tavern_ledger.domain.records import ObservationRow
 from tavern_ledger.domain.release import ReleaseVerdict
 from tavern_ledger.domain.vocabulary import AUTHORITIES, CLAIM_DOMAINS, weakest
 
+PASSED = ReleaseVerdict("pass")
 MAX_TEXT_CHARS = 500
 MAX_KEY_CHARS = 200
 DERIVED_ID = re.compile(r"^obs_[0-9a-f]{24}$")
@@ -41,7 +42,7 @@ class Proposal:
 class Decision:
     row: ObservationRow | None
     verdict: GateVerdict
-    release: ReleaseVerdict = ReleaseVerdict("pass")
+    release: ReleaseVerdict = PASSED
     derived_authority: str = "single_observation"
     """The weakest supporting authority, whether or not an explicit one was stored instead."""
 

@@ -10,6 +10,7 @@ soft one tags it. Code blocks, URLs and paths are cut from the prose first; an e
 acp.md's `english` and `selfref` classes are left out: this tavern speaks English as well as
 Chinese, and its observations name the user as their subject.
 """
+# ruff: noqa: RUF001 - full-width punctuation is part of the Chinese patterns
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ _ONE_SHOT = re.compile(r"/tmp/|/var/folders/|\bmktemp\b|[\w-]+\.tmp\b")
 _VERSION = re.compile(r"\bv?\d+\.\d+(?:\.\d+)?\b")
 _STALE_CLAIM = re.compile(
     r"最新|现在(?:用|是)|以后不用|目前(?:是|最新)|已经过时|当前最新"
-    r"|\b(?:latest|newest|current (?:version|release)|no longer uses?|outdated|now (?:uses|runs))\b",
+    r"|\b(?:latest|newest|current (?:version|release)|no longer uses?|outdated"
+    r"|now (?:uses|runs))\b",
     re.IGNORECASE,
 )
 _EXTERNAL_ACTION = re.compile(
