@@ -167,6 +167,8 @@ async def import_(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY))
 async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ProposeBody, who: Principal) -> Reply:
         await ledger.access.scope(who, r.scope_id, "observation.propose")
+        if r.authority is not None:  # it wins over the evidence's: not a user's to declare
+            await ledger.access.curator(who, "observation.propose with an explicit authority")
         proposal = Proposal(
             r.scope_id,
             r.subject,
