@@ -263,8 +263,14 @@ async def test_only_the_consolidator_and_the_operator_declare_an_observations_au
     ledger: LedgerBus,
 ) -> None:
     ids = await alice_and_bob(ledger)
-    proposal = {"scope_id": "chat_a", "subject": "cat", "predicate": "is called",
-                "claim_domain": "user_fact", "text": "Miso", "evidence_ids": [ids["evidence_id"]]}  # fmt: skip
+    proposal = {
+        "scope_id": "chat_a",
+        "subject": "cat",
+        "predicate": "is called",
+        "claim_domain": "user_fact",
+        "text": "Miso",
+        "evidence_ids": [ids["evidence_id"]],
+    }
     declared = await ledger.rpc(
         "observation.propose", headers=ALICE, authority="system_policy", **proposal
     )
