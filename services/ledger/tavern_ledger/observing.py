@@ -16,7 +16,7 @@ from tavern_ledger.domain.observations import (
     decide,
 )
 from tavern_ledger.domain.records import AuditEntry, ObservationRow
-from tavern_ledger.errors import RequestInvalid
+from tavern_ledger.errors import InvalidTransition, NotFound, RequestInvalid
 from tavern_ledger.ingest import Clock, utc_now
 from tavern_ledger.store import Conn, audit, observations, outbox
 from tavern_ledger.transactions import PoolSource, transaction
@@ -44,6 +44,39 @@ class Observations:
                     "audit_id": audit_id,
                 }
             return await self._store(conn, decision.row, decision, set(authorities), actor)
+
+    async def release(self, observation_id: str, actor: Actor) -> dict[str, Any]:
+        """A person's review of a held observation: it becomes active (acp.md §15's human
+        queue), superseding the active one of its key; audited, and its fact published."""
+        async with transaction(self._pool) as conn:
+            row = await observations.locked(conn, observation_id)
+            if row is None:
+                raise NotFound(f"no observation {observation_id!r}")
+            if row.state != "quarantined":
+                raise InvalidTransition(
+                    f"only a held (quarantined) observation is released; {row.id} is {row.state}"
+                )
+            activated = await observations.activate(conn, row)
+            audit_id = await audit.append_one(conn, _release_audit(activated, actor))
+            fact = observation_upserted(activated.row, self._clock())
+            await outbox.enqueue(conn, [outbox_record(fact)])
+        return {
+            "observation_id": row.id,
+            "from_state": "quarantined",
+            "to_state": "active",
+            "superseded": activated.superseded_id,
+            "audit_id": audit_id,
+        }
+
+    async def scope_of(self, observation_id: str) -> str | None:
+        async with transaction(self._pool) as conn:
+            row = await observations.get(conn, observation_id)
+        return row.scope_id if row else None
+
+    async def listing(self, scope_id: str, state: str | None, limit: int) -> dict[str, Any]:
+        async with transaction(self._pool) as conn:
+            rows = await observations.listing(conn, scope_id, state, limit)
+        return {"items": [_view(r) for r in rows], "count": len(rows)}
 
     async def _store(
         self,
@@ -100,6 +133,32 @@ def _upsert_audit(
             "derivedAuthority": decision.derived_authority,
         },
     )
+
+
+def _release_audit(released: observations.Upserted, actor: Actor) -> AuditEntry:
+    return AuditEntry(
+        op="observation-release",
+        scope_id=released.row.scope_id,
+        actor=actor.name,
+        reason=actor.reason or "held observation released after review",
+        target_id=released.row.id,
+        payload={"supersededId": released.superseded_id, "flags": list(released.row.flags)},
+    )
+
+
+def _view(row: ObservationRow) -> dict[str, Any]:
+    return {
+        "observation_id": row.id,
+        "subject": row.subject,
+        "predicate": row.predicate,
+        "claim_domain": row.claim_domain,
+        "authority": row.authority or "single_observation",
+        "text": row.text,
+        "state": row.state,
+        "flags": list(row.flags),
+        "evidence_ids": list(row.evidence_ids),
+        "observed_at": row.observed_at.isoformat(),
+    }
 
 
 def _blocked(p: Proposal, reasons: tuple[str, ...], actor: Actor) -> AuditEntry:

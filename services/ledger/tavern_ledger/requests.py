@@ -92,6 +92,18 @@ class ImportBody(Request):
     jsonl: str = Field(min_length=0)
 
 
+class ObservationRef(Request):
+    actor: str = Field(default="user", min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+    observation_id: Id
+
+
+class ObservationListBody(Request):
+    scope_id: Id
+    state: Literal["active", "quarantined", "superseded", "all"] = "quarantined"
+    limit: int = Field(default=50, ge=1)
+
+
 class ProposeBody(Request):
     actor: str = Field(default="consolidation", min_length=1, max_length=64)
     scope_id: Id

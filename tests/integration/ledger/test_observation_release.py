@@ -137,3 +137,28 @@ async def test_an_explicit_authority_raises_and_lowers_the_derived_one(ledger: L
     )
     stored = dict(await ledger.db.fetch("SELECT subject, authority FROM ledger.observation"))
     assert stored == {"sencha": "user_explicit", "morning": "agent_inference"}
+
+
+async def test_a_person_lists_the_held_observations_and_releases_one(ledger: LedgerBus) -> None:
+    scope, ids = await _scope(ledger)
+    held = await _propose(
+        ledger, scope, "dev server", "runs its API at localhost:8080", evidence_ids=ids[:1]
+    )
+    await _propose(ledger, scope, "tea", "drinks green tea every morning", evidence_ids=ids[:1])
+    queue = await ledger.rpc("observation.list", scope_id=scope)
+    assert [(o["observation_id"], o["flags"]) for o in queue["items"]] == [
+        (held["observation_id"], ["release:env-bound"])
+    ]
+    released = await ledger.rpc(
+        "observation.release", observation_id=held["observation_id"], reason="it is the shared one"
+    )
+    assert (released["from_state"], released["to_state"]) == ("quarantined", "active")
+    assert (await ledger.rpc("observation.list", scope_id=scope))["items"] == []
+    again = await ledger.rpc("observation.release", observation_id=held["observation_id"])
+    assert again["error"]["reason"] == "invalid_state"
+    missing = await ledger.rpc("observation.release", observation_id="obs_missing")
+    assert missing["error"]["code"] == "not_found"
+    trail = await ledger.rpc("audit", op="observation-release", scope_id=scope)
+    assert [e["reason"] for e in trail["items"]] == ["it is the shared one"]
+    recalled = await ledger.rpc("recall", session_id="s1", query="API localhost server")
+    assert "localhost:8080" in recalled["text"]

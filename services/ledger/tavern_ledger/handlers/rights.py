@@ -19,6 +19,8 @@ from tavern_ledger.requests import (
     EvidenceRef,
     ExportBody,
     ImportBody,
+    ObservationListBody,
+    ObservationRef,
     ProposeBody,
     QueryBody,
     RecallBody,
@@ -184,6 +186,34 @@ async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY))
         return reply
 
     return await serve(ledger, "observation.propose", msg, ProposeBody, handle)
+
+
+async def observation_list(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    """A scope's observations, the held ones (awaiting review) by default."""
+
+    async def handle(r: ObservationListBody, who: Principal) -> Reply:
+        await ledger.access.scope(who, r.scope_id, "observation.list")
+        state = None if r.state == "all" else r.state
+        limit = min(r.limit, ledger.caps.max_results)
+        return await ledger.observations.listing(r.scope_id, state, limit)
+
+    return await serve(ledger, "observation.list", msg, ObservationListBody, handle)
+
+
+async def observation_release(
+    body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)
+) -> Reply:
+    """A person releases a held observation after review (the scope's owner or the operator)."""
+
+    async def handle(r: ObservationRef, who: Principal) -> Reply:
+        scope_id = await ledger.observations.scope_of(r.observation_id)
+        if scope_id is not None:
+            await ledger.access.scope(who, scope_id, "observation.release")
+        reply = await ledger.observations.release(r.observation_id, _actor(r, who))
+        await ledger.relay.flush()
+        return reply
+
+    return await serve(ledger, "observation.release", msg, ObservationRef, handle)
 
 
 async def _named(
