@@ -76,7 +76,7 @@ class Observations:
     async def listing(self, scope_id: str, state: str | None, limit: int) -> dict[str, Any]:
         async with transaction(self._pool) as conn:
             rows = await observations.listing(conn, scope_id, state, limit)
-        return {"items": [_view(r) for r in rows], "count": len(rows)}
+        return {"items": [observation_view(r) for r in rows], "count": len(rows)}
 
     async def _store(
         self,
@@ -146,7 +146,8 @@ def _release_audit(released: observations.Upserted, actor: Actor) -> AuditEntry:
     )
 
 
-def _view(row: ObservationRow) -> dict[str, Any]:
+def observation_view(row: ObservationRow) -> dict[str, Any]:
+    """A row as replies show it."""
     return {
         "observation_id": row.id,
         "subject": row.subject,

@@ -16,9 +16,10 @@ from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
 from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
-from tavern_ledger.domain.records import AuditEntry, EvidenceRow, ObservationRow
+from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import InvalidTransition, NotFound
 from tavern_ledger.ingest import Clock, utc_now
+from tavern_ledger.observing import observation_view
 from tavern_ledger.store import Conn, audit, evidence, ingest, observations, outbox
 from tavern_ledger.store.evidence import EvidenceFilter
 from tavern_ledger.transactions import PoolSource, connection, transaction
@@ -84,19 +85,6 @@ def model_query_audit(scope_id: str, ask: ModelQuery, evidence: int, found: int)
             "observations": found,
         },
     )
-
-
-def observation_view(o: ObservationRow) -> dict[str, Any]:
-    return {
-        "observation_id": o.id,
-        "subject": o.subject,
-        "predicate": o.predicate,
-        "claim_domain": o.claim_domain,
-        "authority": o.authority or "single_observation",
-        "text": o.text,
-        "evidence_ids": list(o.evidence_ids),
-        "observed_at": iso(o.observed_at),
-    }
 
 
 class Rights:
