@@ -14,6 +14,7 @@ import pytest
 from tavern_ledger.app import migrations
 from tavern_runtime.migrations import migrate, migration_set
 from tests.integration.ledger.conftest import LedgerBus
+from tests.integration.ledger.test_cli import tavern_ledger
 from tests.unit.ledger.builders import session_created, user_message
 
 pytestmark = pytest.mark.integration
@@ -33,9 +34,13 @@ async def _status(ledger: LedgerBus, evidence_id: str) -> Any:
 
 async def test_quarantine_for_review_stores_needs_review(ledger: LedgerBus) -> None:
     evidence_id = await _one_row(ledger, "I live in Lyon")
-    reply = await ledger.rpc("quarantine", evidence_id=evidence_id, reason="needs_review")
-    assert reply["to_state"] == "quarantined"
+    code, out = await tavern_ledger(ledger, "quarantine", evidence_id, "--reason", "needs_review")
+    assert code == 0
+    assert json.loads(out)["to_state"] == "quarantined"
     assert await _status(ledger, evidence_id) == "needs_review"
+    code, out = await tavern_ledger(ledger, "rollback", evidence_id)
+    assert code == 0
+    assert await _status(ledger, evidence_id) == "rolled_back"
 
 
 async def test_quarantine_without_a_reason_and_rollback_use_their_own_words(
