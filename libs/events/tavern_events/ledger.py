@@ -46,6 +46,9 @@ class EvidenceAppendedPayload(Payload):
     """Write-gate findings (`secret`, `pii`, `injection`) behind a quarantine or redaction."""
     valid_from: UtcDatetime | None = None
     valid_to: UtcDatetime | None = None
+    observed_at: UtcDatetime | None = None
+    """When the evidence was said or returned (its session event's time), not when the ledger
+    stored it; absent in facts written before it was carried."""
 
 
 class EvidenceAppended(LedgerFact):

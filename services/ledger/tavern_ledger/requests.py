@@ -57,6 +57,10 @@ class QueryBody(Request):
     text: str | None = Field(default=None, max_length=500)
     as_of: UtcDatetime | None = None
     limit: int = Field(default=50, ge=1)
+    observations: bool = False
+    """Also the scope's active observations (acp_query's `includeObservations`)."""
+    for_model: bool = False
+    """Asked by a model's tool (`acp_query`): the read is audited as `model_query` (acp.md §10)."""
 
 
 class AuditBody(Request):
@@ -88,6 +92,18 @@ class ImportBody(Request):
     jsonl: str = Field(min_length=0)
     scope_id: Id | None = None
     """The scope every row moves into; a user's import must name one of theirs."""
+
+
+class ObservationRef(Request):
+    actor: str = Field(default="user", min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+    observation_id: Id
+
+
+class ObservationListBody(Request):
+    scope_id: Id
+    state: Literal["active", "quarantined", "superseded", "all"] = "quarantined"
+    limit: int = Field(default=50, ge=1)
 
 
 class ProposeBody(Request):

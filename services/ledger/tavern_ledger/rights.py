@@ -23,6 +23,8 @@ from tavern_ledger.evidence import Conn
 from tavern_ledger.evidence import rows as evidence
 from tavern_ledger.evidence.rows import EvidenceFilter
 from tavern_ledger.ingest import Clock, utc_now
+from tavern_ledger.consolidation.observations import observation_view
+from tavern_ledger.evidence import observations
 from tavern_ledger.scopes import evidence as evidence_scope
 from tavern_ledger.transactions import PoolSource, connection, transaction
 
@@ -63,6 +65,32 @@ def evidence_view(row: EvidenceRow, clip: int = CLIP_CHARS) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ModelQuery:
+    """What a query adds beyond evidence: observations, and whether a model asked."""
+
+    observations: bool = False
+    for_model: bool = False
+    text: str = ""
+    state: str = "active"
+
+
+def model_query_audit(scope_id: str, ask: ModelQuery, evidence: int, found: int) -> AuditEntry:
+    """acp.md §10: a model's read of memory is audited (reads by people are not)."""
+    return AuditEntry(
+        op="model_query",
+        scope_id=scope_id,
+        actor="model",
+        reason="acp_query tool",
+        payload={
+            "q": ask.text[:120],
+            "state": ask.state,
+            "evidence": evidence,
+            "observations": found,
+        },
+    )
+
+
 class Rights:
     def __init__(self, pool: PoolSource, gate: GateConfig, clock: Clock = utc_now) -> None:
         self._pool, self._gate, self._clock = pool, gate, clock
@@ -75,7 +103,7 @@ class Rights:
         async with transaction(self._pool) as conn:
             row = await _locked(conn, evidence_id)
             try:
-                change = lifecycle.apply(row, op, now)
+                change = lifecycle.apply(row, op, now, reason=actor.reason)
             except lifecycle.TransitionRefused as exc:
                 raise InvalidTransition(str(exc), evidence_id=evidence_id) from None
             audit_id = await commit_change(conn, change, op, actor, now)
@@ -123,10 +151,25 @@ class Rights:
 
     # --- views ------------------------------------------------------------------------------
 
-    async def query(self, f: EvidenceFilter) -> dict[str, Any]:
-        async with connection(self._pool) as conn:
+    async def query(self, f: EvidenceFilter, ask: ModelQuery | None = None) -> dict[str, Any]:
+        """Evidence matching `f`; with `ask`, also the scope's active observations and (when a
+        model asked) the `model_query` audit entry of the read."""
+        if ask is None:
+            async with connection(self._pool) as conn:
+                rows = await evidence.query(conn, f)
+            return {"items": [evidence_view(r) for r in rows], "count": len(rows)}
+        async with transaction(self._pool) as conn:
             rows = await evidence.query(conn, f)
-        return {"items": [evidence_view(r) for r in rows], "count": len(rows)}
+            scope = f.scope_id or await evidence_scope.scope_of_session(conn, f.session_id or "")
+            found = await observations.active(conn, scope, f.limit) if ask.observations else []
+            reply: dict[str, Any] = {
+                "items": [evidence_view(r) for r in rows],
+                "count": len(rows),
+                "observations": [observation_view(o) for o in found],
+            }
+            if ask.for_model:
+                await audit.append_one(conn, model_query_audit(scope, ask, len(rows), len(found)))
+        return reply
 
     async def inspect(self, evidence_id: str) -> dict[str, Any]:
         """The row, whether recall may read it now (and why not), its lineage and audit trail."""

@@ -9,7 +9,7 @@ import io
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from tests.integration.consolidator.model_server import ModelServer
 from tests.integration.ledger.conftest import ledger_settings
 from tests.integration.services.conftest import running_service
 from tests.support import eventually, signed_nats
-from tests.unit.ledger.builders import at, session_created, user_message
+from tests.unit.ledger.builders import session_created, user_message
 
 FAST = {
     "consolidator_consumer_wait_s": 0.05,
@@ -95,6 +95,13 @@ class Tavern:
     db: Any
     model: ModelServer
     seqs: dict[str, int] = field(default_factory=dict)
+    t0: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(hours=1))
+    """When the test's conversation starts: an hour ago, so the events' own times fall inside
+    the windows the consolidator judges by them (the rules channel's seven days)."""
+
+    def at(self, seq: int, day: int = 0) -> datetime:
+        """The time of event `seq`, `day` days after the conversation's start."""
+        return self.t0 + timedelta(days=day, seconds=seq)
 
     async def publish(self, event: SessionEvent) -> int:
         ack = await self.js.publish(subject_for(event), encode(event))
@@ -109,10 +116,10 @@ class Tavern:
         await self.publish(session_created(session_id, chat_id=chat_id))
 
     async def say(self, session_id: str, *texts: str, day: int = 0) -> None:
-        """User messages (each becomes evidence), `day` days after the builders' T0."""
+        """User messages (each becomes evidence), `day` days after the conversation's start."""
         for text in texts:
             seq = self._seq(session_id)
-            ts = at(seq) + timedelta(days=day)
+            ts = self.at(seq, day)
             await self.publish(user_message(session_id, seq, text, ts=ts))
 
     async def end_turn(self, session_id: str, turn: int) -> None:
@@ -121,7 +128,7 @@ class Tavern:
             id=new_id(),
             session_id=session_id,
             seq=seq,
-            ts=at(seq),
+            ts=self.at(seq),
             turn=turn,
             payload=TurnEndedPayload(outcome="completed", steps=1),
         )

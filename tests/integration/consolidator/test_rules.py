@@ -102,3 +102,20 @@ async def test_drafting_stops_at_the_daily_cap(tavern: Tavern) -> None:
         "reason": "daily_cap",
     }
     assert len(await drafts(tavern, 1)) == 1
+
+
+async def test_the_drafting_window_is_judged_by_when_a_correction_was_said(
+    tavern: Tavern,
+) -> None:
+    await tavern.session("s1")
+    await tavern.say(
+        "s1", "记住：周五下午不要部署任何服务", day=-10
+    )  # said ten days ago, arrives now
+    await tavern.say("s1", KEEP_APART)
+    [draft] = await drafts(tavern, 1)
+    assert draft["text"] == "配置和代码分开放"
+    await tavern.settled()
+    again = await tavern.rpc("consolidator", "rules.draft", scope_id="s1")
+    assert "error" not in again, again
+    texts = await tavern.db.fetch("SELECT text FROM consolidator.rule_draft")
+    assert [r["text"] for r in texts] == ["配置和代码分开放"]

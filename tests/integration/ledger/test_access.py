@@ -257,3 +257,29 @@ async def test_two_users_of_one_character_each_recall_only_their_own_chats(
     assert "Lyon" in bob["text"]
     scopes = {r["session_id"]: r["scope_id"] for r in await ledger.evidence()}
     assert scopes["a1"] != scopes["b1"]
+
+
+async def test_only_the_consolidator_and_the_operator_declare_an_observations_authority(
+    ledger: LedgerBus,
+) -> None:
+    ids = await alice_and_bob(ledger)
+    proposal = {
+        "scope_id": "chat_a",
+        "subject": "cat",
+        "predicate": "is called",
+        "claim_domain": "user_fact",
+        "text": "Miso",
+        "evidence_ids": [ids["evidence_id"]],
+    }
+    declared = await ledger.rpc(
+        "observation.propose", headers=ALICE, authority="system_policy", **proposal
+    )
+    assert declared["error"]["code"] == "forbidden"
+    assert await ledger.db.fetchval("SELECT count(*) FROM ledger.observation") == 0
+    derived = await ledger.rpc("observation.propose", headers=ALICE, **proposal)
+    assert derived["authority"] == "user_explicit"
+    raised = await ledger.rpc(
+        "observation.propose", headers=auth(), authority="system_policy",
+        **{**proposal, "predicate": "named"},
+    )  # fmt: skip
+    assert (raised["authority"], raised["derived_authority"]) == ("system_policy", "user_explicit")

@@ -95,7 +95,7 @@ async def test_tools_work_in_both_modes_and_switching_keeps_every_store(
     hits = managed["tavern_history_search"]["hits"]
     assert hits
     assert all(h["source"]["kind"] == "chat-history" for h in hits)
-    assert set(managed["acp_query"]) == {"items", "sourceCount", "truncated"}
+    assert set(managed["acp_query"]) == {"items", "sourceCount", "truncated", "observations"}
     lore_hits = [e["content"] for e in managed["tavern_lore_search"]["entries"]]
     assert any("Old Tamsin" in text for text in lore_hits)
     assert of_type(events, "request/projection"), "the same tools, now in agent-managed"
@@ -170,3 +170,60 @@ async def test_a_fork_in_another_architecture_still_searches_its_parents_chat(
     events = await bus.turns_ended("child", 1)
     hits = results(events, 1)["tavern_history_search"]["hits"]
     assert [h["source"]["id"].split("#")[0] for h in hits][-2:] == ["parent", "parent"]
+
+
+async def test_acp_query_is_audited_reads_every_state_and_is_never_remembered(
+    projector: Projector, ledger: Ledger
+) -> None:
+    bus = projector.bus
+    await bus.engine(tools=profile_tools(ProfileOptions()))
+    await bus.say("q1", "I keep the spare key in the blue teapot")
+    await bus.turns_ended("q1", 1)
+    [row] = await eventually(lambda: _evidence(ledger, "q1", "blue teapot"), timeout=10)
+    await ledger.call("quarantine", {"evidence_id": row["id"], "reason": "needs_review"})
+    await ledger.call(
+        "observation.propose",
+        {"scope_id": row["scope_id"], "subject": "spare key", "predicate": "kept in",
+         "claim_domain": "user_fact", "text": "the blue teapot", "evidence_ids": [row["id"]]},
+    )  # fmt: skip
+    await bus.say(
+        "q1",
+        'call acp_query with {"text": "teapot"} '
+        'call acp_query with {"text": "teapot", "state": "all"}',
+    )
+    events = await bus.turns_ended("q1", 2)
+    answers = [
+        json.loads(e.payload.content)
+        for e in of_type(events, "tool/result")
+        if e.turn == 2 and e.payload.name == "acp_query"
+    ]
+    [active, every] = answers  # in the order the model called them
+    assert row["id"] not in [i["source"]["id"] for i in active["items"]]  # it is quarantined
+    assert row["id"] in [i["source"]["id"] for i in every["items"]]
+    assert [o["text"] for o in every["observations"]] == ["the blue teapot"]
+
+    audited = await ledger.call("audit", {"op": "model_query", "limit": 10})
+    assert len(audited["items"]) == 2
+    assert {(e["actor"], e["reason"]) for e in audited["items"]} == {("model", "acp_query tool")}
+    assert {e["payload"]["state"] for e in audited["items"]} == {"active", "all"}
+
+    await eventually(lambda: _ingested(ledger), timeout=10)
+    echoed = await ledger.db.fetch(
+        "SELECT id FROM ledger.evidence WHERE session_id = 'q1' AND source_class = 'external_tool'"
+    )
+    assert echoed == []  # the tool's answer repeats memory: it never becomes evidence
+
+
+async def _evidence(ledger: Ledger, session_id: str, text: str) -> list[dict[str, Any]]:
+    rows = await ledger.db.fetch(
+        "SELECT id, scope_id FROM ledger.evidence WHERE session_id = $1 AND content LIKE $2",
+        session_id,
+        f"%{text}%",
+    )
+    return [dict(r) for r in rows]
+
+
+async def _ingested(ledger: Ledger) -> bool:
+    """Ingestion took every session event so far (the acp_query results among them)."""
+    info = await ledger.js.consumer_info("SESSIONS", "ledger-ingest")
+    return info.num_pending == 0 and info.num_ack_pending == 0

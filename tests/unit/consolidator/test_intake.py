@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tavern_consolidator.domain.intake import Changes, add_event, add_fact
 from tavern_events.ids import new_id
 from tavern_events.ledger import (
@@ -44,6 +46,18 @@ def test_evidence_facts_become_copies_with_their_origin_and_digestibility() -> N
     assert not ack_ok
     assert changes.human_scopes == {"c1"}
     assert changes.evidence_scopes == {"c1"}
+
+
+def test_a_copy_is_timed_when_the_evidence_was_said_not_when_it_was_stored() -> None:
+    said = T0 - timedelta(days=10)
+    fact = appended("I use vim")
+    fact = fact.model_copy(
+        update={"payload": fact.payload.model_copy(update={"observed_at": said})}
+    )
+    changes = Changes()
+    add_fact(changes, fact)
+    [(copy, _)] = changes.evidence
+    assert copy.observed_at == said  # the fact's own `ts` (T0) is when the ledger stored it
 
 
 def test_observation_facts_carry_their_lineage() -> None:

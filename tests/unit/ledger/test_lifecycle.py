@@ -129,12 +129,23 @@ def test_lineage_walks_back_and_tolerates_cycles() -> None:
     assert [r.id for r in lifecycle.lineage({"a": a, "b": b, "c": c}, "c")] == ["a", "b", "c"]
 
 
-def test_observation_authority_is_never_stronger_than_its_weakest_evidence() -> None:
+def test_derived_observation_authority_is_its_weakest_evidence() -> None:
     found = {"e1": "user_correction", "e2": "external_information"}
     assert derive_authority(None, found, ["e1", "e2"]) == "external_information"
-    assert derive_authority("user_correction", found, ["e2"]) == "external_information"
-    assert derive_authority("agent_inference", found, ["e1"]) == "agent_inference"
     assert derive_authority(None, found, ["unknown"]) == "single_observation"
+
+
+def test_an_explicit_authority_raises_as_well_as_lowers_the_derived_one() -> None:
+    found = {"e1": "user_correction", "e2": "external_information"}
+    assert derive_authority("user_explicit", found, ["e2"]) == "user_explicit"  # raised
+    assert derive_authority("agent_inference", found, ["e1"]) == "agent_inference"  # lowered
+    p = Proposal("c1", "user", "lives in", "user_fact", "Lyon", ("e2",), NOW, "user_explicit")
+    decision = decide(p, found, GateConfig())
+    assert decision.row is not None
+    assert (decision.row.authority, decision.derived_authority) == (
+        "user_explicit",
+        "external_information",
+    )
 
 
 def test_observation_ids_derive_from_their_fields() -> None:
@@ -203,3 +214,22 @@ def test_rate_limiter_refills_over_time_per_key() -> None:
     assert limiter.allow("b", 0.0)
     assert limiter.allow("a", 1.0)
     assert not limiter.allow("a", 1.0)
+
+
+def test_a_quarantine_stores_its_reason_as_the_review_status() -> None:
+    change = lifecycle.apply(row(), "quarantine", NOW, reason=" needs_review ")
+    assert change.after.metadata["reviewStatus"] == "needs_review"
+    plain = lifecycle.apply(row(), "quarantine", NOW)
+    assert plain.after.metadata["reviewStatus"] == "quarantined_by_user"
+
+
+def test_rollback_and_release_write_their_words_and_the_old_word_is_upcast() -> None:
+    back = lifecycle.apply(row(state="superseded"), "rollback", NOW, reason="oops")
+    assert back.after.metadata["reviewStatus"] == "rolled_back"
+    released = lifecycle.apply(row(state="quarantined"), "release", NOW)
+    assert released.after.metadata["reviewStatus"] == "released"
+    old = {"reviewStatus": "rollbackd", "ttlDays": 3}
+    assert lifecycle.upcast_review_status(old) == {"reviewStatus": "rolled_back", "ttlDays": 3}
+    assert lifecycle.upcast_review_status({"reviewStatus": "released"}) == {
+        "reviewStatus": "released"
+    }

@@ -128,7 +128,16 @@ def test_reads_are_scoped_by_the_context_never_the_model() -> None:
         "session_id": "s1",
     }
     _, calls = run("acp_query", {"text": "key"})
-    assert calls[0][1] == {"state": "active", "limit": 10, "text": "key", "session_id": "s1"}
+    assert calls[0][1] == {
+        "state": "active",
+        "limit": 10,
+        "observations": True,
+        "for_model": True,  # the ledger audits the read as a model's
+        "text": "key",
+        "session_id": "s1",
+    }
+    _, calls = run("acp_query", {"state": "all", "includeObservations": False})
+    assert (calls[0][1]["state"], calls[0][1]["observations"]) == ("all", False)
     persona, calls = run("tavern_character_get", {"kind": "persona"})
     assert persona.error is not None
     assert (persona.error.code, calls) == ("NOT_BOUND", [])

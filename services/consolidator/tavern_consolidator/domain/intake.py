@@ -70,7 +70,9 @@ HUMAN = frozenset({"user_explicit", "user_correction"})
 
 def evidence_of(fact: EvidenceAppended) -> Evidence:
     p = fact.payload
-    observed = getattr(p, "observed_at", None) or p.valid_from or fact.ts
+    # The batch's watermark is its latest *observed* time: facts written before `observed_at`
+    # was carried fall back to the validity start, then to the time the ledger stored them.
+    observed = p.observed_at or p.valid_from or fact.ts
     return Evidence(
         id=p.evidence_id,
         scope_id=fact.scope_id,

@@ -96,17 +96,18 @@ class Position:
     observed_at: datetime
     watermark_at: datetime | None
     watermark_id: str
+    digested: bool = False
+    """A successful batch took it (marked on the copy)."""
 
 
 def verdict(p: Position, *, digested: bool) -> str:
-    """What happened to one evidence: digested (a batch succeeded with it), pending (after the
-    watermark), or skipped, and why (the audit's "processed" vs "skipped")."""
-    if digested:
+    """What happened to one evidence: digested (a batch succeeded with it), pending (no batch
+    took it yet, whatever its time against the watermark), or skipped, and why (the audit's
+    "processed" vs "skipped")."""
+    if digested or p.digested:
         return "digested"
     if p.state != "active":
         return f"skipped: evidence is {p.state}"
     if not p.digestible:
         return "skipped: not digestible (tool output, agent experience or an acknowledgement)"
-    if p.watermark_at is None or (p.observed_at, p.evidence_id) > (p.watermark_at, p.watermark_id):
-        return "pending"
-    return "skipped: behind the watermark"
+    return "pending"

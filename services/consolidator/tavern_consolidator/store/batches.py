@@ -10,13 +10,16 @@ from typing import Any
 
 from tavern_consolidator.domain.records import Evidence, Proposed
 from tavern_consolidator.domain.throttle import Position, ScopeState
-from tavern_consolidator.store import Conn, from_json, to_json
+from tavern_consolidator.store import Conn, audit, from_json, to_json
 from tavern_consolidator.store.facts import EVIDENCE_COLUMNS, evidence_row
 
-AFTER_WATERMARK = (
-    "scope_id = $1 AND state = 'active' AND digestible "
-    "AND ($2::timestamptz IS NULL OR (observed_at, id) > ($2::timestamptz, $3::text))"
-)
+ACTOR = "consolidation"
+OK_REASON = "consolidation ok; watermark advanced"
+FAILED_REASON = "consolidation failed; watermark not advanced"
+UNDIGESTED = "scope_id = $1 AND state = 'active' AND digestible AND digested_at IS NULL"
+"""A scope's copies no successful batch took (marked, not compared with the watermark: a copy
+may arrive after a batch with an older time than the batch's latest)."""
+_AHEAD = "watermark_at IS NULL OR ($2::timestamptz, $3::text) > (watermark_at, watermark_id)"
 STATE_COLUMNS = "scope_id, watermark_at, watermark_id, run_day, run_count, fail_count, retry_at"
 BATCH_COLUMNS = (
     "id, scope_id, status, mode, reason, batch_from, batch_to, first_id, last_id, evidence_ids, "
@@ -75,12 +78,10 @@ async def scope_state(conn: Conn, scope_id: str) -> ScopeState:
 async def counts(conn: Conn, state: ScopeState) -> tuple[int, int]:
     """(undigested evidence, turns not yet counted) of a scope."""
     r = await conn.fetchrow(
-        f"SELECT (SELECT count(*) FROM consolidator.evidence WHERE {AFTER_WATERMARK}) AS ev, "
+        f"SELECT (SELECT count(*) FROM consolidator.evidence WHERE {UNDIGESTED}) AS ev, "
         "(SELECT count(*) FROM consolidator.turn WHERE scope_id = $1 AND counted_at IS NULL) "
         "AS turns",
         state.scope_id,
-        state.watermark_at,
-        state.watermark_id,
     )
     return int(r["ev"]), int(r["turns"])
 
@@ -88,11 +89,9 @@ async def counts(conn: Conn, state: ScopeState) -> tuple[int, int]:
 async def undigested(conn: Conn, state: ScopeState, limit: int) -> list[Evidence]:
     """The oldest `limit` undigested rows, in (observed_at, id) order."""
     found = await conn.fetch(
-        f"SELECT {EVIDENCE_COLUMNS} FROM consolidator.evidence WHERE {AFTER_WATERMARK} "
-        "ORDER BY observed_at, id LIMIT $4",
+        f"SELECT {EVIDENCE_COLUMNS} FROM consolidator.evidence WHERE {UNDIGESTED} "
+        "ORDER BY observed_at, id LIMIT $2",
         state.scope_id,
-        state.watermark_at,
-        state.watermark_id,
         limit,
     )
     return [evidence_row(r) for r in found]
@@ -162,18 +161,30 @@ async def distilled(conn: Conn, batch_id: int, mode: str, observations: Sequence
 
 
 async def succeeded(conn: Conn, row: BatchRow, proposed: int, written: int, now: datetime) -> None:
-    """Close the batch and move the watermark to its latest observed time, in one transaction."""
-    await conn.execute(
+    """Close the batch, move the watermark to its latest observed time and write the run's
+    `consolidate` audit entry (acp.md §12.3 step 10), in one transaction."""
+    closed = await conn.fetchrow(
         "UPDATE consolidator.batch SET status = 'ok', proposed = $2, written = $3, "
-        "finished_at = $4, error = '' WHERE id = $1",
+        f"finished_at = $4, error = '' WHERE id = $1 RETURNING {BATCH_COLUMNS}",
         row.id,
         proposed,
         written,
         now,
     )
+    payload = {"observations": written, **_described(closed)}
+    await audit.append(
+        conn, audit.Entry("consolidate", row.scope_id, ACTOR, OK_REASON, _target(row.id), payload)
+    )
     await conn.execute(
-        "UPDATE consolidator.scope_state SET watermark_at = $2, watermark_id = $3, "
-        "fail_count = 0, last_failure = NULL, retry_at = NULL, updated_at = now() "
+        "UPDATE consolidator.evidence SET digested_at = $2 WHERE id = ANY($1::text[])",
+        list(row.evidence_ids),
+        now,
+    )
+    # The watermark only advances: a batch of late arrivals said earlier leaves it where it is.
+    await conn.execute(
+        f"UPDATE consolidator.scope_state SET watermark_at = CASE WHEN {_AHEAD} THEN $2 "
+        f"ELSE watermark_at END, watermark_id = CASE WHEN {_AHEAD} THEN $3 ELSE watermark_id "
+        "END, fail_count = 0, last_failure = NULL, retry_at = NULL, updated_at = now() "
         "WHERE scope_id = $1",
         row.scope_id,
         row.batch_to,
@@ -191,14 +202,35 @@ class Failure:
 
 async def failed(conn: Conn, batch_id: int, scope_id: str, f: Failure) -> None:
     """The batch failed: the watermark stays; the scope waits before the same items are tried."""
-    await conn.execute(
+    closed = await conn.fetchrow(
         "UPDATE consolidator.batch SET status = 'failed', error = $2, finished_at = $3 "
-        "WHERE id = $1",
+        f"WHERE id = $1 RETURNING {BATCH_COLUMNS}",
         batch_id,
         f.error,
         f.at,
     )
     await stalled(conn, scope_id, f)
+    payload = {"error": f.error, **_described(closed)}
+    entry = audit.Entry("consolidate", scope_id, ACTOR, FAILED_REASON, _target(batch_id), payload)
+    await audit.append(conn, entry)
+
+
+def _target(batch_id: int) -> str:
+    return f"batch:{batch_id}"
+
+
+def _described(batch: Any) -> dict[str, Any]:
+    """acp.md's batch descriptor for the `consolidate` audit entry."""
+    return {
+        "batchId": batch["id"],
+        "batchSize": batch["size"],
+        "failuresBefore": batch["failures_before"],
+        "batchFrom": batch["batch_from"].isoformat() if batch["batch_from"] else "",
+        "batchTo": batch["batch_to"].isoformat(),
+        "batchFirstId": batch["first_id"],
+        "batchLastId": batch["last_id"],
+        "mode": batch["mode"],
+    }
 
 
 async def stalled(conn: Conn, scope_id: str, f: Failure) -> None:
@@ -259,7 +291,8 @@ async def batches_with(conn: Conn, evidence_id: str) -> list[dict[str, Any]]:
 async def position(conn: Conn, evidence_id: str) -> Position | None:
     """An evidence copy's state, digestibility and time beside its scope's watermark."""
     r = await conn.fetchrow(
-        "SELECT e.id AS evidence_id, e.state, e.digestible, e.observed_at, s.watermark_at, "
+        "SELECT e.id AS evidence_id, e.state, e.digestible, e.digested_at IS NOT NULL AS "
+        "digested, e.observed_at, s.watermark_at, "
         "coalesce(s.watermark_id, '') AS watermark_id FROM consolidator.evidence e "
         "LEFT JOIN consolidator.scope_state s USING (scope_id) WHERE e.id = $1",
         evidence_id,

@@ -25,21 +25,36 @@ UNKNOWN_SOURCE_INGEST = "session-event-unknown-source"
 """Not a trusted ingest path: such evidence is quarantined (fail closed)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-DEFAULT_SKIP_TOOLS: frozenset[str] = frozenset(
+READING_TOOLS: frozenset[str] = frozenset(
     {
+        "acp_query",
         "memory_search",
         "memory_read",
+        "variable_get",
+        "variable_list",
+        "tavern_history_search",
+        "tavern_lore_search",
+        "tavern_character_get",
+        "tavern_scene_get",
+        "spill_read",
+    }
+)
+"""Tools that read what the tavern already holds (memory, the ledger, chat history, cards and
+lorebooks, spilled output). Their results are never evidence, whatever the configuration:
+ingesting them would echo memory into memory (tests/unit/ledger/test_reading_tools.py lists
+every tool the loop offers and holds each to this rule or names why it may feed the ledger)."""
+STORE_TOOLS: frozenset[str] = frozenset(
+    {
         "memory_write",
         "memory_update",
         "memory_forget",
-        "variable_get",
         "variable_set",
         "variable_patch",
         "variable_delete",
-        "variable_list",
     }
 )
-"""Tools that return the ledger's own content: ingesting them would echo memory into memory."""
+"""Tools that change the ledger's own stores: their replies repeat what was just stored."""
+DEFAULT_SKIP_TOOLS: frozenset[str] = READING_TOOLS | STORE_TOOLS
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class SessionFacts:
 class ExtractConfig:
     subagent_downgrade: bool = True
     skip_tools: frozenset[str] = DEFAULT_SKIP_TOOLS
+    """Tools whose results are not evidence; the reading tools are skipped even if left out."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +166,7 @@ def _tool_result(event: ToolResult, session: SessionFacts, config: ExtractConfig
     payload = event.payload
     if payload.synthetic or not payload.ok:
         return Skip("tool:not_a_tool_output")
-    if payload.name in config.skip_tools:
+    if payload.name in READING_TOOLS or payload.name in config.skip_tools:
         return Skip(f"tool:ledger_echo:{payload.name}")
     text = clamp(payload.content)
     noise = _noise(text)

@@ -73,6 +73,7 @@ def evidence_appended(row: EvidenceRow, now: datetime, actor: str = "system") ->
             flags=row.flags,
             valid_from=row.valid_from,
             valid_to=row.valid_until,
+            observed_at=row.observed_at,
         ),
     )
 

@@ -11,6 +11,16 @@ from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.domain.text import estimate_tokens
 
 REDACTED_TEXT = "[redacted]"
+REVIEW_STATUS = {
+    "quarantine": "quarantined_by_user",
+    "release": "released",
+    "rollback": "rolled_back",
+}
+"""The `reviewStatus` each operation leaves when no reason names one (acp.md §10: a quarantine's
+reason is its review status; `rolled_back` is acp.md's word for a rollback)."""
+LEGACY_REVIEW_STATUS = {"rollbackd": "rolled_back"}
+"""Words stored by earlier versions -> the current one (migration 008 rewrites stored rows)."""
+MAX_REVIEW_STATUS_CHARS = 64
 CORRECTING_AUTHORITIES = frozenset({"user_explicit", "user_correction"})
 
 Operation = str
@@ -64,23 +74,47 @@ def check(row: EvidenceRow, op: Operation) -> None:
 
 
 def apply(
-    row: EvidenceRow, op: Operation, now: datetime, *, at: datetime | None = None
+    row: EvidenceRow,
+    op: Operation,
+    now: datetime,
+    *,
+    at: datetime | None = None,
+    reason: str = "",
 ) -> Transition:
     """The row after `op` (raises TransitionRefused). `at`: when a supersession took effect,
-    if not now (a correction said in conversation takes effect when it was said)."""
+    if not now (a correction said in conversation takes effect when it was said). `reason`:
+    a quarantine's reason is the review status it stores (`needs_review`)."""
     check(row, op)
     after = replace(row, state=_TO[op], updated_at=now)
     if op in ("redact", "delete"):
         after = _scrubbed(after, "deleted_by_user" if op == "delete" else "redacted")
     elif op == "quarantine":
-        after = replace(after, metadata={**row.metadata, "reviewStatus": "quarantined_by_user"})
+        status = review_status(op, reason)
+        after = replace(after, metadata={**row.metadata, "reviewStatus": status})
     elif op in ("release", "rollback"):
-        after = replace(after, metadata={**row.metadata, "reviewStatus": f"{op}d"})
+        after = replace(after, metadata={**row.metadata, "reviewStatus": REVIEW_STATUS[op]})
         if row.state == "superseded":
             after = replace(after, valid_until=None)
     elif op == "supersede":
         after = replace(after, valid_until=row.valid_until or at or now)
     return Transition(row, after)
+
+
+def review_status(op: Operation, reason: str = "") -> str:
+    """What `op` writes to `reviewStatus`: a quarantine's stated reason (acp.md §10), else the
+    operation's own word."""
+    stated = reason.strip()[:MAX_REVIEW_STATUS_CHARS]
+    if op == "quarantine" and stated:
+        return stated
+    return REVIEW_STATUS[op]
+
+
+def upcast_review_status(metadata: dict[str, object]) -> dict[str, object]:
+    """Metadata as stored by any version, with today's review-status words."""
+    status = metadata.get("reviewStatus")
+    if isinstance(status, str) and status in LEGACY_REVIEW_STATUS:
+        return {**metadata, "reviewStatus": LEGACY_REVIEW_STATUS[status]}
+    return metadata
 
 
 def _scrubbed(row: EvidenceRow, status: str) -> EvidenceRow:

@@ -9,11 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from tavern_ledger.domain import release
 from tavern_ledger.domain.gates import GateConfig, GateVerdict, write_gate
 from tavern_ledger.domain.ids import observation_id
 from tavern_ledger.domain.records import ObservationRow
+from tavern_ledger.domain.release import ReleaseVerdict
 from tavern_ledger.domain.vocabulary import AUTHORITIES, CLAIM_DOMAINS, weakest
 
+PASSED = ReleaseVerdict("pass")
 MAX_TEXT_CHARS = 500
 MAX_KEY_CHARS = 200
 DERIVED_ID = re.compile(r"^obs_[0-9a-f]{24}$")
@@ -39,6 +42,9 @@ class Proposal:
 class Decision:
     row: ObservationRow | None
     verdict: GateVerdict
+    release: ReleaseVerdict = PASSED
+    derived_authority: str = "single_observation"
+    """The weakest supporting authority, whether or not an explicit one was stored instead."""
 
 
 def validate(p: Proposal) -> None:
@@ -57,25 +63,30 @@ def validate(p: Proposal) -> None:
 def derive_authority(
     explicit: str | None, evidence_authorities: Mapping[str, str], evidence_ids: Sequence[str]
 ) -> str:
-    """The non-amplification rule: never stronger than the weakest supporting evidence (an
-    explicit claim is capped by it too); no known evidence -> `single_observation`."""
+    """acp.md §3.5: an explicit, valid authority wins, stronger or weaker than the evidence;
+    else the non-amplification rule: the weakest supporting evidence's (none known ->
+    `single_observation`). Only the consolidator and the operator propose observations, and
+    the distiller never passes a model's claim of authority on."""
+    if explicit is not None:
+        return explicit
     found = weakest([evidence_authorities[e] for e in evidence_ids if e in evidence_authorities])
-    base = found or "single_observation"
-    if explicit is None:
-        return base
-    return weakest([explicit, base]) or base
+    return found or "single_observation"
 
 
 def decide(p: Proposal, evidence_authorities: Mapping[str, str], config: GateConfig) -> Decision:
-    """Gate the text and build the row (None when the gate blocks it)."""
+    """Gate the text (the write gate, then the release gate) and build the row (None when the
+    write gate blocks it; `quarantined` when either holds it for review)."""
     validate(p)
     text = p.text.strip()[:MAX_TEXT_CHARS]
     verdict = write_gate(
         text, source_class="observation", claim_domain=p.claim_domain, config=config
     )
+    derived = derive_authority(None, evidence_authorities, p.evidence_ids)
     if not verdict.stored:
-        return Decision(None, verdict)
+        return Decision(None, verdict, derived_authority=derived)
     stored = verdict.text[:MAX_TEXT_CHARS]
+    released = release.gate(stored)
+    held = verdict.action == "quarantine" or released.held
     subject, predicate = p.subject.strip(), p.predicate.strip()
     row = ObservationRow(
         id=observation_id(p.scope_id, subject, predicate, p.claim_domain, stored, p.evidence_ids),
@@ -87,10 +98,10 @@ def decide(p: Proposal, evidence_authorities: Mapping[str, str], config: GateCon
         text=stored,
         evidence_ids=p.evidence_ids,
         observed_at=p.observed_at,
-        state="quarantined" if verdict.action == "quarantine" else "active",
-        flags=verdict.flags,
+        state="quarantined" if held else "active",
+        flags=verdict.flags + released.flags,
     )
-    return Decision(row, verdict)
+    return Decision(row, verdict, released, derived)
 
 
 def backlink_tier(row: ObservationRow, resolvable: set[str] | None = None) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger.domain.lifecycle import upcast_review_status
 from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.domain.text import terms
 from tavern_ledger.evidence import Conn
@@ -124,7 +125,8 @@ def row_of(record: Any) -> EvidenceRow:
     data["flags"] = tuple(data["flags"] or ())
     data["supersedes"] = tuple(data["supersedes"] or ())
     metadata = data["metadata"]
-    data["metadata"] = json.loads(metadata) if isinstance(metadata, str) else dict(metadata)
+    loaded = json.loads(metadata) if isinstance(metadata, str) else dict(metadata)
+    data["metadata"] = upcast_review_status(loaded)
     return EvidenceRow(**data)
 
 

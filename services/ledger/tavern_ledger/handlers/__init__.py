@@ -31,6 +31,8 @@ RPCS: dict[str, Any] = {
     "stats": rights.stats,
     "audit": rights.audit,
     "observation.propose": rights.propose,
+    "observation.list": rights.observation_list,
+    "observation.release": rights.observation_release,
 }
 """`tavern.rpc.ledger.<op>` -> handler (request/reply, one queue group across replicas)."""
 

@@ -20,13 +20,15 @@ from tavern_ledger.requests import (
     EvidenceRef,
     ExportBody,
     ImportBody,
+    ObservationListBody,
+    ObservationRef,
     ProposeBody,
     QueryBody,
     RecallBody,
     StatsBody,
 )
-from tavern_ledger.rights import Correction
 from tavern_ledger.evidence.rows import EvidenceFilter
+from tavern_ledger.rights import Correction, ModelQuery
 from tavern_ledger.transfer import ExportRequest, ImportRequest
 from tavern_runtime.context import Context, Message
 from tavern_runtime.principals import Principal
@@ -66,7 +68,10 @@ async def query(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -
             r.as_of,
             min(r.limit, ledger.caps.max_results),
         )
-        return await ledger.rights.query(f)
+        if not (r.observations or r.for_model):
+            return await ledger.rights.query(f)
+        ask = ModelQuery(r.observations, r.for_model, r.text or "", r.state)
+        return await ledger.rights.query(f, ask)
 
     return await serve(ledger, "query", msg, QueryBody, handle)
 
@@ -170,6 +175,8 @@ async def import_(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY))
 async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ProposeBody, who: Principal) -> Reply:
         await ledger.access.scope(who, r.scope_id, "observation.propose")
+        if r.authority is not None:  # it wins over the evidence's: not a user's to declare
+            await ledger.access.curator(who, "observation.propose with an explicit authority")
         proposal = Proposal(
             r.scope_id,
             r.subject,
@@ -185,6 +192,34 @@ async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY))
         return reply
 
     return await serve(ledger, "observation.propose", msg, ProposeBody, handle)
+
+
+async def observation_list(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    """A scope's observations, the held ones (awaiting review) by default."""
+
+    async def handle(r: ObservationListBody, who: Principal) -> Reply:
+        await ledger.access.scope(who, r.scope_id, "observation.list")
+        state = None if r.state == "all" else r.state
+        limit = min(r.limit, ledger.caps.max_results)
+        return await ledger.observations.listing(r.scope_id, state, limit)
+
+    return await serve(ledger, "observation.list", msg, ObservationListBody, handle)
+
+
+async def observation_release(
+    body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)
+) -> Reply:
+    """A person releases a held observation after review (the scope's owner or the operator)."""
+
+    async def handle(r: ObservationRef, who: Principal) -> Reply:
+        scope_id = await ledger.observations.scope_of(r.observation_id)
+        if scope_id is not None:
+            await ledger.access.scope(who, scope_id, "observation.release")
+        reply = await ledger.observations.release(r.observation_id, _actor(r, who))
+        await ledger.relay.flush()
+        return reply
+
+    return await serve(ledger, "observation.release", msg, ObservationRef, handle)
 
 
 async def _named(

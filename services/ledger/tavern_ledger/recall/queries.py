@@ -299,7 +299,10 @@ async def observations(
             authority=r["authority"] or "single_observation",
             claim_domain=r["claim_domain"],
             confidence=0.6,
-            observed_at=r["created_at"] or r["observed_at"],
+            # Observations age from when their evidence was last seen (the batch's latest
+            # observed time), not from when the ledger stored them: a backlog distilled today
+            # is as old as what it says.
+            observed_at=r["observed_at"] or r["created_at"],
             evidence_ids=tuple(r["evidence_ids"] or ()),
         )
         for r in found

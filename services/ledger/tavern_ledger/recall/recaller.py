@@ -24,6 +24,7 @@ from tavern_ledger.domain.composer import (
     compose,
     render,
 )
+from tavern_ledger.domain.eligibility import MATRIX
 from tavern_ledger.domain.extract import SessionFacts
 from tavern_ledger.domain.ranking import CorpusStats
 from tavern_ledger.domain.text import query_terms
@@ -46,6 +47,8 @@ SIZE_TTL_S = 600.0
 """A scope's row count is kept longer: counting a big scope takes milliseconds, and BM25's
 weights hardly move while it grows by a few percent."""
 REMEMBERED_TERMS = 100_000
+MATRIX_READABLE = tuple(a for a, domains in MATRIX.items() if domains)
+"""Every authority the eligibility matrix lets speak for some domain."""
 EXPLAINED_RANKS = 20
 """How many ranked candidates an explained recall lists (injected or not)."""
 
@@ -70,7 +73,10 @@ class RecallSettings:
     around: int = 10
     """Lexical hits whose neighbours in their session are read too."""
     observations: bool = False
-    observation_authorities: tuple[str, ...] = ("user_explicit", "user_correction")
+    observation_authorities: tuple[str, ...] = MATRIX_READABLE
+    """Authorities whose observations are read at all; the eligibility matrix then judges each
+    for its own domain (a `single_observation` `user_fact` is injected, a `single_observation`
+    `user_preference` is not)."""
 
     @property
     def shape(self) -> recall_store.Shape:

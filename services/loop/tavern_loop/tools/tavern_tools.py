@@ -318,8 +318,15 @@ QUERY_FILTERS = {
 
 
 def _query_body(args: dict[str, Any], ctx: ToolContext) -> Body:
-    """Only this session's active evidence: the session is the context's, never an argument."""
-    body: Body = {"state": "active", "limit": args["limit"]}
+    """Only this session's evidence (active, or in every state with `state: all`) and its
+    scope's observations: the session is the context's, never an argument. The ledger audits
+    the read as a model's (`model_query`)."""
+    body: Body = {
+        "state": args["state"],
+        "limit": args["limit"],
+        "observations": bool(args["includeObservations"]),
+        "for_model": True,
+    }
     body |= {field: args[name] for name, field in QUERY_FILTERS.items() if args.get(name)}
     return body
 
@@ -336,7 +343,23 @@ def _query_shape(reply: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str,
         budget -= len(content)
         items.append(_evidence(row, content))
     truncated = cut or any(i["truncated"] for i in items) or len(rows) >= args["limit"]
-    return {"items": items, "sourceCount": len(rows), "truncated": truncated}
+    shaped: dict[str, Any] = {"items": items, "sourceCount": len(rows), "truncated": truncated}
+    if args.get("includeObservations"):
+        found = [o for o in reply.get("observations") or [] if isinstance(o, dict)]
+        shaped["observations"] = [_observation(o) for o in found[: args["limit"]]]
+    return shaped
+
+
+def _observation(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "subject": row.get("subject"),
+        "predicate": row.get("predicate"),
+        "text": str(row.get("text") or "")[:EVIDENCE_CHARS],
+        "claimDomain": row.get("claim_domain"),
+        "authority": row.get("authority"),
+        "observedAt": row.get("observed_at"),
+        "source": {"kind": "ledger-observation", "id": row.get("observation_id")},
+    }
 
 
 def _evidence(row: Mapping[str, Any], content: str) -> dict[str, Any]:
@@ -359,11 +382,14 @@ def acp_query() -> Tool:
     spec = _spec(
         "acp_query",
         "Read-only query of this session's evidence in the ledger (what was said and what tools "
-        "returned, as the ledger keeps it): filter by text, claim domain, authority or source "
-        "class. Active evidence only; nothing is changed.",
+        "returned, as the ledger keeps it) and of the observations distilled from it: filter by "
+        "text, claim domain, authority or source class. Active evidence unless `state` is "
+        "`all`; nothing is changed, and nothing it returns is remembered again.",
         _object(
             {
                 "text": {"type": "string", "maxLength": 500},
+                "state": {"type": "string", "enum": ["active", "all"], "default": "active"},
+                "includeObservations": {"type": "boolean", "default": True},
                 "claimDomain": {"type": "string", "maxLength": 32},
                 "authority": {"type": "string", "maxLength": 32},
                 "sourceClass": {"type": "string", "maxLength": 32},
