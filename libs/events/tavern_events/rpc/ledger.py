@@ -1,0 +1,265 @@
+"""`tavern.rpc.ledger.*`: recall, the user rights, import and export, observations and the
+consolidation store (rules and expression candidates). Requests are tolerant of unknown
+fields and strict on known ones."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tavern_events.envelope import Id, UtcDatetime
+from tavern_events.rpc.base import RpcReply, RpcRequest
+
+EvidenceOp = Literal["quarantine", "release", "redact", "delete", "rollback"]
+CandidateEvent = Literal["promote", "reject", "rollback", "supersede"]
+
+
+class Request(RpcRequest):
+    """Fields every ledger request may carry: the audit's actor and reason."""
+
+    actor: str = Field(default="user", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:@-]+$")
+    reason: str = Field(default="", max_length=500)
+
+    def rate_key(self) -> str:
+        return f"actor:{self.actor}"
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+
+class RecallBody(Request):
+    """`recall`: budgeted context for one step of a session."""
+
+    session_id: Id
+    query: str = Field(max_length=4000)
+    turn: int = Field(default=0, ge=0)
+    step: int = Field(default=0, ge=0)
+    explain: bool = False
+    as_of: UtcDatetime | None = None
+
+    def rate_key(self) -> str:
+        return f"session:{self.session_id}"
+
+
+class EvidenceRef(Request):
+    """`inspect`, `history` and the transitions: one evidence row."""
+
+    evidence_id: str = Field(min_length=1, max_length=128)
+
+
+class CorrectBody(Request):
+    text: str = Field(min_length=1, max_length=8000)
+    evidence_id: str | None = Field(default=None, max_length=128)
+    session_id: Id | None = None
+    scope_id: Id | None = None
+
+    def rate_key(self) -> str:
+        return f"session:{self.session_id}" if self.session_id else super().rate_key()
+
+
+class QueryBody(Request):
+    scope_id: Id | None = None
+    session_id: Id | None = None
+    state: Literal["active", "quarantined", "superseded", "redacted", "all"] = "active"
+    claim_domain: str | None = Field(default=None, max_length=32)
+    authority: str | None = Field(default=None, max_length=32)
+    source_class: str | None = Field(default=None, max_length=32)
+    text: str | None = Field(default=None, max_length=500)
+    as_of: UtcDatetime | None = None
+    limit: int = Field(default=50, ge=1)
+
+
+class AuditBody(Request):
+    op: str | None = Field(default=None, max_length=64)
+    scope_id: str | None = Field(default=None, max_length=64)
+    by: str | None = Field(default=None, max_length=64, description="the actor to look for")
+    target_id: str | None = Field(default=None, max_length=128)
+    limit: int = Field(default=50, ge=1)
+
+
+class StatsBody(Request):
+    scope_id: Id | None = None
+
+
+class ExportBody(Request):
+    scope_id: Id | None = None
+    streams: tuple[Literal["evidence", "observation", "candidate", "audit"], ...] = (
+        "evidence",
+        "observation",
+        "candidate",
+        "audit",
+    )
+    include_non_active: bool = False
+    cursor: str | None = Field(default=None, max_length=1024)
+    limit: int = Field(default=500, ge=1)
+
+
+class ImportBody(Request):
+    jsonl: str = Field(min_length=0)
+
+
+class ProposeBody(Request):
+    actor: str = Field(default="consolidation", min_length=1, max_length=64)
+    scope_id: Id
+    subject: str = Field(min_length=1, max_length=200)
+    predicate: str = Field(min_length=1, max_length=200)
+    claim_domain: str = Field(max_length=32)
+    text: str = Field(min_length=1, max_length=4000)
+    evidence_ids: tuple[str, ...] = Field(default=(), max_length=200)
+    authority: str | None = Field(default=None, max_length=32)
+    observed_at: UtcDatetime | None = None
+
+
+class ConsolidationRequest(Request):
+    actor: str = Field(default="consolidation", min_length=1, max_length=64)
+
+
+class RuleActivateBody(ConsolidationRequest):
+    scope_id: Id
+    domain: str = Field(min_length=1, max_length=24, pattern=r"^[a-z][a-z0-9_-]*$")
+    title: str = Field(min_length=1, max_length=60)
+    text: str = Field(min_length=1, max_length=200)
+    gates: tuple[str, ...] = Field(default=(), max_length=8)
+    evidence_ids: tuple[Id, ...] = Field(default=(), max_length=50)
+    supersedes: str | None = Field(default=None, max_length=64)
+    source: Literal["feedback", "consolidation", "manual"] = "feedback"
+
+
+class RulePinBody(ConsolidationRequest):
+    rule_id: str = Field(min_length=1, max_length=64)
+    pinned: bool
+
+
+class RuleListBody(ConsolidationRequest):
+    scope_id: Id | None = None
+    state: Literal["draft", "active", "rejected", "superseded"] | None = "active"
+    limit: int = Field(default=200, ge=1)
+
+
+class CandidateCreateBody(ConsolidationRequest):
+    scope_id: Id
+    domain: str = Field(default="style", max_length=32)
+    evidence_ids: tuple[Id, ...] = Field(min_length=1, max_length=50)
+    policy: dict[str, Any] | None = None
+    pending: bool = Field(default=True, description="mark the evidence as pending promotion")
+
+
+class CandidateTransitionBody(ConsolidationRequest):
+    candidate_id: str = Field(min_length=1, max_length=64)
+    event: CandidateEvent
+    policy: dict[str, Any] | None = None
+
+
+class CandidateListBody(ConsolidationRequest):
+    scope_id: Id | None = None
+    state: Literal["proposed", "promoted", "rejected", "superseded", "rolled_back"] | None = None
+    domain: str | None = Field(default=None, max_length=32)
+    limit: int = Field(default=200, ge=1)
+
+
+# --- replies ------------------------------------------------------------------------------------
+
+
+class RecalledItem(RpcReply):
+    """Why an item was recalled (`explain: true`)."""
+
+    evidence_id: str
+    source_event_id: str | None = None
+    session_id: str | None = None
+    cross_session: bool
+    source_class: str
+    authority: str
+    claim_domain: str
+    score: float
+    section: str
+
+
+class RankedItem(RecalledItem):
+    injected: bool
+
+
+class RecallReply(RpcReply):
+    """The rendered, source-labelled lines and how many items they hold; explained recalls add
+    `items` (what was injected) and `ranked` (the best candidates)."""
+
+    text: str
+    count: int
+    items: list[RecalledItem] | None = None
+    ranked: list[RankedItem] | None = None
+
+
+class ItemsReply(RpcReply):
+    """`query` (evidence rows) and `audit` (audit entries)."""
+
+    items: list[dict[str, Any]]
+    count: int
+
+
+class InspectReply(RpcReply):
+    """One evidence row with its read-gate verdict, its successor and its audit trail."""
+
+    recallable: bool
+    read_gate: list[str]
+    superseded_by: Any = None
+    audit: list[dict[str, Any]]
+
+
+class HistoryReply(RpcReply):
+    evidence_id: str
+    lineage: list[dict[str, Any]]
+
+
+class CorrectReply(RpcReply):
+    """Whether the correction was stored; a blocked one names the gate's reasons."""
+
+    stored: bool
+
+
+class TransitionReply(RpcReply):
+    evidence_id: str
+    from_state: str
+    to_state: str
+    audit_id: Any = None
+
+
+class StatsReply(RpcReply):
+    scope_id: str | None
+    evidence: dict[str, Any]
+
+
+class ExportReply(RpcReply):
+    """JSONL lines of the asked streams and the cursor of the next page (None at the end)."""
+
+    lines: list[str]
+    cursor: str | None = None
+
+
+class ImportReply(RpcReply):
+    """Counts of what was inserted and skipped, and the lines that failed."""
+
+    inserted: Any = None
+    skipped: Any = None
+    errors: Any = None
+
+
+class ProposeReply(RpcReply):
+    """Whether the observation was stored: its id, state, authority and what it superseded, or
+    the gate's reasons for blocking it."""
+
+    stored: bool
+
+
+class RuleReply(RpcReply):
+    """`rule.activate` and `rule.pin`: the rule as stored."""
+
+    rule: dict[str, Any]
+
+
+class RulesReply(RpcReply):
+    rules: list[dict[str, Any]]
+
+
+class CandidateReply(RpcReply):
+    """`candidate.create`, `candidate.transition` and `candidate.list`: the candidates as
+    stored, with their lineage."""
