@@ -1,0 +1,284 @@
+"""The AsyncAPI contract, checked from outside: a subscriber that knows only
+docs/asyncapi/contract.json watches an end-to-end run of the four service processes (the
+offline model, the shipped defaults) and validates every message on a documented subject,
+every RPC request and every RPC reply against the document's schemas and headers.
+
+The run is the memory flow of test_memory_defaults (a fact told in one session recalled in the
+next), the loop's tools asked in plain words (memory, variables, history, scene, character,
+lore, the evidence query), and the RPCs an operator's CLI calls, a wrong one included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from jsonschema import Draft202012Validator
+from nats.aio.msg import Msg
+
+from tavern_runtime.bus import login_options
+from tests.reliability.driver import Driver
+from tests.reliability.stack import Stack, running_stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "asyncapi" / "contract.json"
+TIMEOUT_S = 5.0
+ERROR = "#/components/messages/rpc_error"
+WRONG_REQUEST = "tavern.rpc.ledger.recall payload: : 'query' is a required property"
+"""The one request of the run that breaks its schema, on purpose (the operator's)."""
+
+
+@dataclass
+class Channel:
+    """A channel of the document, ready to match subjects and validate messages."""
+
+    key: str
+    pattern: re.Pattern[str]
+    parameters: dict[str, dict[str, Any]]
+    messages: list[dict[str, Any]]
+    replies: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Contract:
+    """Everything this subscriber knows: the document."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self.channels: list[Channel] = []
+        for key, channel in document["channels"].items():
+            if channel["address"] is None:
+                continue  # a reply channel: the requester's inbox
+            self.channels.append(self._channel(key, channel))
+
+    def _channel(self, key: str, channel: dict[str, Any]) -> Channel:
+        parts = re.split(r"(\{\w+\})", channel["address"])
+        pattern = "".join(
+            f"(?P<{p[1:-1]}>[^.]+)" if p.startswith("{") else re.escape(p) for p in parts
+        )
+        messages = [self.resolve(m["$ref"]) for m in channel["messages"].values()]
+        found = Channel(key, re.compile(f"^{pattern}$"), channel.get("parameters", {}), messages)
+        for op in self.document["operations"].values():
+            if op["channel"]["$ref"] == f"#/channels/{key}" and "reply" in op:
+                found.replies = [self.resolve(m["$ref"]) for m in op["reply"]["messages"]]
+        return found
+
+    def resolve(self, ref: str) -> Any:
+        node: Any = self.document
+        for part in ref.removeprefix("#/").split("/"):
+            node = node[part]
+            if isinstance(node, dict) and set(node) == {"$ref"}:
+                node = self.resolve(node["$ref"])
+        return node
+
+    def channel_of(self, subject: str) -> tuple[Channel, dict[str, str]] | None:
+        for channel in self.channels:
+            match = channel.pattern.fullmatch(subject)
+            if match:
+                return channel, match.groupdict()
+        return None
+
+    def problems(self, schema: dict[str, Any], value: Any) -> list[str]:
+        """What is wrong with `value` under `schema` (whose references point into the
+        document)."""
+        root = {"allOf": [schema], "components": self.document["components"]}
+        validator = Draft202012Validator(root)
+        return [
+            f"{'/'.join(map(str, e.absolute_path))}: {e.message}"[:300]
+            for e in validator.iter_errors(value)
+        ]
+
+
+@dataclass
+class Seen:
+    subject: str
+    reply: str
+    headers: dict[str, str]
+    data: bytes
+
+
+class Observer:
+    """A plain subscriber on every subject: it keeps what it sees, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[Seen] = []
+        self.nc: Any = None
+
+    async def start(self, stack: Stack) -> None:
+        password = stack.credentials.nats_password("operator")
+        self.nc = await nats.connect(
+            stack.nats.url, name="contract-observer", **login_options("operator", password)
+        )
+
+        async def keep(msg: Msg) -> None:
+            self.seen.append(Seen(msg.subject, msg.reply, dict(msg.headers or {}), msg.data))
+
+        await self.nc.subscribe(">", cb=keep)
+        await self.nc.flush()
+
+    async def stop(self) -> None:
+        await self.nc.flush()
+        await self.nc.close()
+
+
+@pytest.fixture
+async def system() -> AsyncIterator[tuple[Stack, Driver, Observer]]:
+    async with running_stack() as stack:
+        assert stack.nc is not None
+        observer = Observer()
+        await observer.start(stack)
+        driver = Driver(stack.nc)
+        await driver.open()
+        try:
+            yield stack, driver, observer
+        finally:
+            await driver.close()
+            await observer.stop()
+
+
+async def _turn(driver: Driver, session: str, text: str) -> None:
+    sent = await driver.say(session, text)
+    assert await driver.wait(sent), f"{session}: {text}"
+    assert sent.outcome == "completed", (session, text, sent.outcome)
+
+
+async def _run(stack: Stack, driver: Driver) -> None:
+    """A user's conversation, the loop's tools, and an operator's RPCs."""
+    opened = await driver.command("k1", "create", {"chat_id": "chat-k", "character_id": "mira"})
+    assert await driver.wait(opened)
+    await _turn(driver, "k1", "My sister Ines works as a pediatric nurse in Porto")
+    await _turn(driver, "k1", "remember that my cat is called Pixel")
+    await _turn(driver, "k1", "search memory for Pixel")
+    for call in (
+        'call variable_set with {"scope": "chat", "name": "mood", "value": {"level": 2}}',
+        'call variable_get with {"scope": "chat", "name": "mood"}',
+        'call variable_list with {"scope": "chat"}',
+        'call tavern_history_search with {"query": "sister"}',
+        "call tavern_scene_get with {}",
+        "call tavern_character_get with {}",
+        'call tavern_lore_search with {"query": "Porto"}',
+        'call acp_query with {"text": "Porto"}',
+    ):
+        await _turn(driver, "k1", call)
+    again = await driver.command("k2", "create", {"chat_id": "chat-k", "character_id": "mira"})
+    assert await driver.wait(again)
+    await _turn(driver, "k2", "What does Ines do for work?")
+
+    assert stack.nc is not None
+    for subject, body in (
+        ("tavern.rpc.ledger.ping", b""),
+        ("tavern.rpc.projector.status", b"{}"),
+        ("tavern.rpc.projector.sessions.list", b'{"limit": 5}'),
+        ("tavern.rpc.ledger.stats", b"{}"),
+        ("tavern.rpc.ledger.audit", b'{"limit": 5}'),
+        ("tavern.rpc.ledger.query", b'{"session_id": "k1", "state": "all"}'),
+        ("tavern.rpc.consolidator.audit", b'{"limit": 5}'),
+        ("tavern.rpc.ledger.recall", b'{"session_id": "k1"}'),  # no query: invalid
+        ("tavern.rpc.ledger.no.such.operation", b"{}"),  # not_found
+    ):
+        await stack.nc.request(subject, body, timeout=TIMEOUT_S)
+
+
+@dataclass
+class Checked:
+    problems: list[str] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    errors: set[tuple[str, str]] = field(default_factory=set)
+    """(channel, error code) of every error reply."""
+
+
+def _check(contract: Contract, seen: list[Seen]) -> Checked:
+    """Every documented message and reply validated against the document."""
+    out = Checked()
+    waiting: dict[str, Channel] = {}
+    unknown = Channel("unknown_rpc", re.compile("$^"), {}, [], [contract.resolve(ERROR)])
+    for msg in seen:
+        if msg.subject in waiting:  # the reply of a request seen before
+            _reply(contract, waiting.pop(msg.subject), json.loads(msg.data), out)
+            continue
+        if not msg.subject.startswith("tavern."):
+            continue  # the server's own subjects ($JS, $KV) and other inboxes
+        found = contract.channel_of(msg.subject)
+        if found is None and msg.subject.startswith("tavern.rpc.") and msg.reply:
+            waiting[msg.reply] = unknown  # an operation nobody has: answered not_found
+            continue
+        if found is None:
+            out.problems.append(f"undocumented subject {msg.subject}")
+            continue
+        channel, values = found
+        out.problems += _message_problems(contract, channel, values, msg)
+        out.counts[channel.key] += 1
+        if channel.replies and msg.reply:
+            waiting[msg.reply] = channel
+    out.problems += [f"{c.key}: no reply seen on {r}" for r, c in waiting.items()]
+    return out
+
+
+def _message_problems(
+    contract: Contract, channel: Channel, values: dict[str, str], msg: Seen
+) -> list[str]:
+    problems = []
+    for name, value in values.items():
+        allowed = channel.parameters[name].get("enum")
+        if allowed is not None and value not in allowed:
+            problems.append(f"{msg.subject}: {name}={value!r} is not one of {allowed}")
+    message = channel.messages[0]
+    body = json.loads(msg.data) if msg.data else {}  # an empty body is an empty request
+    problems += [f"{msg.subject} payload: {p}" for p in contract.problems(message["payload"], body)]
+    problems += [
+        f"{msg.subject} headers: {p}" for p in contract.problems(message["headers"], msg.headers)
+    ]
+    return problems
+
+
+def _reply(contract: Contract, channel: Channel, reply: Any, out: Checked) -> None:
+    if all(contract.problems(m["payload"], reply) for m in channel.replies):
+        out.problems.append(f"{channel.key} reply fits no reply message: {reply!r:.300}")
+    out.counts[f"{channel.key} reply"] += 1
+    if isinstance(reply, dict) and "error" in reply:
+        out.errors.add((channel.key, reply["error"]["code"]))
+
+
+async def test_a_subscriber_knowing_only_the_documents_validates_a_whole_run(
+    system: tuple[Stack, Driver, Observer],
+) -> None:
+    stack, driver, observer = system
+    contract = Contract(json.loads(DOCUMENT.read_text(encoding="utf-8")))
+    await _run(stack, driver)
+    await asyncio.sleep(1.0)  # facts the ledger commits after its replies, still in flight
+    checked = _check(contract, list(observer.seen))
+    assert checked.problems == [WRONG_REQUEST], "\n".join(checked.problems[:40])
+    assert {("ledger_recall", "invalid"), ("unknown_rpc", "not_found")} <= checked.errors
+    counts = checked.counts
+    for channel in ("session", "input", "ledger"):
+        assert counts[channel] > 0, (channel, counts)
+    rpcs = {
+        "ledger_recall",
+        "ledger_memory_write",
+        "ledger_memory_search",
+        "ledger_variable_set",
+        "ledger_variable_get",
+        "ledger_variable_list",
+        "ledger_query",
+        "projector_history_search",
+        "projector_scene_get",
+        "projector_character_get",
+        "projector_lore_search",
+        "projector_sessions_list",
+        "projector_status",
+        "consolidator_approvals_next",
+        "consolidator_audit",
+        "ledger_ping",
+        "ledger_stats",
+        "ledger_audit",
+    }
+    missing = {r for r in rpcs if counts[f"{r} reply"] == 0}
+    assert missing == set(), (missing, counts)
