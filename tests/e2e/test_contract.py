@@ -19,18 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import nats
 import pytest
 from jsonschema import Draft202012Validator
 from nats.aio.msg import Msg
 
 from tavern_runtime.bus import login_options
+from tavern_runtime.cards import importer
 from tests.reliability.driver import Driver
 from tests.reliability.stack import Stack, running_stack
+from tests.support import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "asyncapi" / "contract.json"
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENT = ROOT / "docs" / "asyncapi" / "contract.json"
+CARDS = ROOT / "tests" / "fixtures" / "cards"
 TIMEOUT_S = 5.0
 ERROR = "#/components/messages/rpc_error"
 WRONG_REQUEST = "tavern.rpc.ledger.recall payload: : 'query' is a required property"
@@ -152,7 +157,23 @@ async def _turn(driver: Driver, session: str, text: str) -> None:
 
 async def _run(stack: Stack, driver: Driver) -> None:
     """A user's conversation, the loop's tools, and an operator's RPCs."""
-    opened = await driver.command("k1", "create", {"chat_id": "chat-k", "character_id": "mira"})
+    assert stack.nc is not None
+    card = CARDS / "v2_mira.png"  # as `tavern card import` does
+    published = await importer.import_all(stack.js, card, stack.data_dir)
+    mira = published[0].asset.asset_id
+
+    db = await asyncpg.connect(stack.database_url)
+    try:  # the card reached the projector's read model (asked there, not over the bus)
+
+        async def projected() -> bool:
+            sql = "SELECT count(*) FROM projector.characters WHERE asset_id = $1"
+            return bool(await db.fetchval(sql, mira))
+
+        await eventually(projected, timeout=30)
+    finally:
+        await db.close()
+    binding = {"chat_id": "chat-k", "character_id": mira}
+    opened = await driver.command("k1", "create", binding)
     assert await driver.wait(opened)
     await _turn(driver, "k1", "My sister Ines works as a pediatric nurse in Porto")
     await _turn(driver, "k1", "remember that my cat is called Pixel")
@@ -168,23 +189,51 @@ async def _run(stack: Stack, driver: Driver) -> None:
         'call acp_query with {"text": "Porto"}',
     ):
         await _turn(driver, "k1", call)
-    again = await driver.command("k2", "create", {"chat_id": "chat-k", "character_id": "mira"})
+    again = await driver.command("k2", "create", binding)
     assert await driver.wait(again)
     await _turn(driver, "k2", "What does Ines do for work?")
 
-    assert stack.nc is not None
-    for subject, body in (
-        ("tavern.rpc.ledger.ping", b""),
-        ("tavern.rpc.projector.status", b"{}"),
-        ("tavern.rpc.projector.sessions.list", b'{"limit": 5}'),
-        ("tavern.rpc.ledger.stats", b"{}"),
-        ("tavern.rpc.ledger.audit", b'{"limit": 5}'),
-        ("tavern.rpc.ledger.query", b'{"session_id": "k1", "state": "all"}'),
-        ("tavern.rpc.consolidator.audit", b'{"limit": 5}'),
-        ("tavern.rpc.ledger.recall", b'{"session_id": "k1"}'),  # no query: invalid
-        ("tavern.rpc.ledger.no.such.operation", b"{}"),  # not_found
-    ):
-        await stack.nc.request(subject, body, timeout=TIMEOUT_S)
+    await _operator(stack.nc)
+
+
+async def _ask(nc: Any, subject: str, body: dict[str, Any] | None = None) -> Any:
+    data = b"" if body is None else json.dumps(body).encode()
+    return json.loads((await nc.request(subject, data, timeout=TIMEOUT_S)).data)
+
+
+async def _operator(nc: Any) -> None:
+    """What an operator's CLI asks, on the evidence the conversation left."""
+    found = await _ask(nc, "tavern.rpc.ledger.query", {"session_id": "k1", "state": "all"})
+    evidence, scope = found["items"][0]["evidence_id"], found["items"][0]["scope_id"]
+    for service in ("loop", "ledger", "projector", "consolidator"):
+        await _ask(nc, f"tavern.rpc.{service}.ping")
+        await _ask(nc, f"tavern.rpc.{service}.no.such.operation", {})  # not_found
+    asked: list[tuple[str, dict[str, Any]]] = [
+        ("ledger.inspect", {"evidence_id": evidence}),
+        ("ledger.history", {"evidence_id": evidence}),
+        ("ledger.stats", {"scope_id": scope}),
+        ("ledger.audit", {"scope_id": scope, "limit": 5}),
+        ("ledger.export", {"scope_id": scope, "limit": 5}),
+        ("ledger.consolidation.rule.list", {"scope_id": scope}),
+        ("ledger.consolidation.candidate.list", {"scope_id": scope}),
+        ("projector.status", {}),
+        ("projector.sessions.list", {"limit": 5}),
+        ("projector.scene.get", {"session_id": "k2"}),
+        ("consolidator.status", {"scope_id": scope}),
+        ("consolidator.distil", {"scope_id": scope}),
+        ("consolidator.explain", {"evidence_id": evidence}),
+        ("consolidator.profile.get", {"scope_id": scope}),
+        ("consolidator.dream.run", {"scope_id": scope}),
+        ("consolidator.dream.review", {"scope_id": scope}),
+        ("consolidator.rules.list", {"scope_id": scope}),
+        ("consolidator.rules.draft", {"scope_id": scope}),
+        ("consolidator.rules.rebuild", {"scope_id": scope}),
+        ("consolidator.expression.list", {"scope_id": scope}),
+        ("consolidator.audit", {"scope_id": scope, "limit": 5}),
+        ("ledger.recall", {"session_id": "k1"}),  # no query: invalid, on purpose
+    ]
+    for operation, body in asked:
+        await _ask(nc, f"tavern.rpc.{operation}", body)
 
 
 @dataclass
@@ -256,11 +305,31 @@ async def test_a_subscriber_knowing_only_the_documents_validates_a_whole_run(
     await asyncio.sleep(1.0)  # facts the ledger commits after its replies, still in flight
     checked = _check(contract, list(observer.seen))
     assert checked.problems == [WRONG_REQUEST], "\n".join(checked.problems[:40])
-    assert {("ledger_recall", "invalid"), ("unknown_rpc", "not_found")} <= checked.errors
     counts = checked.counts
-    for channel in ("session", "input", "ledger"):
+    assert ("ledger_recall", "invalid") in checked.errors
+    assert counts["unknown_rpc reply"] == 4  # one per service, each answered not_found
+    assert {e for e in checked.errors if e[0] == "unknown_rpc"} == {("unknown_rpc", "not_found")}
+    unexpected = {e for e in checked.errors if e[0] not in ("unknown_rpc", "ledger_recall")}
+    assert unexpected == set(), unexpected
+    for channel in ("session", "input", "ledger", "asset"):
         assert counts[channel] > 0, (channel, counts)
     rpcs = {
+        *(f"{s}_ping" for s in ("loop", "ledger", "projector", "consolidator")),
+        "ledger_inspect",
+        "ledger_history",
+        "ledger_export",
+        "ledger_consolidation_rule_list",
+        "ledger_consolidation_candidate_list",
+        "consolidator_status",
+        "consolidator_distil",
+        "consolidator_explain",
+        "consolidator_profile_get",
+        "consolidator_dream_run",
+        "consolidator_dream_review",
+        "consolidator_rules_list",
+        "consolidator_rules_draft",
+        "consolidator_rules_rebuild",
+        "consolidator_expression_list",
         "ledger_recall",
         "ledger_memory_write",
         "ledger_memory_search",

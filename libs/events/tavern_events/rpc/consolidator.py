@@ -82,36 +82,99 @@ class AuditBody(Request):
 
 
 class StatusReply(RpcReply):
-    """A scope's consolidation state: watermark, pending work, last batch."""
+    """A scope's consolidation state: what waits for distillation, and the last batches."""
+
+    scope_id: str
+    undigested: int
+    turns: int
 
 
 class DistilReply(RpcReply):
-    """What one distillation batch did (observations proposed, watermark reached)."""
+    """Whether a batch ran (else `reason`: locked, retry_wait, below the throttle...), and
+    what it digested and proposed."""
+
+    ran: bool
+    reason: str | None = None
+    digested: int | None = None
+    observations: int | None = None
 
 
 class ExplainReply(RpcReply):
-    """Which observations an evidence row supports, and why."""
+    """Whether an evidence row was digested, is pending or was skipped, and its batches."""
+
+    evidence_id: str
+    verdict: str
+    batches: list[dict[str, Any]]
 
 
 class ProfileReply(RpcReply):
-    """The scope's profile built from its active observations."""
+    """The scope's profile: arrays of observation refs by section, and recall candidates."""
+
+    subject_id: str | None
+    source_version: Any = None
+    candidates: list[dict[str, Any]]
 
 
-class DreamReply(RpcReply):
-    """`dream.run` and `dream.review`: merges, recurrences, the cold list and the candidate
-    pool behind the human gate."""
+class DreamRunReply(RpcReply):
+    dry_run: bool
+    scopes: list[dict[str, Any]]
 
 
-class RulesReply(RpcReply):
-    """`rules.list`, `rules.decide`, `rules.draft` and `rules.rebuild`: the rules channel."""
+class DreamReviewReply(RpcReply):
+    """`op: list` answers `candidates`; approve and reject answer `decided` and `missing`."""
+
+    candidates: list[dict[str, Any]] | None = None
+    decided: list[str] | None = None
+    missing: list[str] | None = None
+
+
+class ListedRules(RpcReply):
+    scope_id: str
+    drafts: list[dict[str, Any]]
+    active: list[dict[str, Any]]
+
+
+class RulesDecideReply(RpcReply):
+    """accept: the rule the ledger stored (`rule`); reject: `rejected`; pin and unpin: the
+    ledger's answer."""
+
+    rule: dict[str, Any] | None = None
+    rejected: str | None = None
+
+
+class RulesDraftReply(RpcReply):
+    ran: bool
+    reason: str | None = None
+    candidates: int | None = None
+    drafted: int | None = None
+    covered: int | None = None
+
+
+class RulesRebuildReply(RpcReply):
+    rules: int
+    files: Any = None
+
+
+class ApprovalRequest(RpcReply):
+    candidate_id: str
+    tool_name: str
+    reason: str
+    policy_reason: Any = None
 
 
 class ApprovalsReply(RpcReply):
-    """The next expression approvals to surface in a session."""
+    """The expression approvals to surface at the session's next step (each once)."""
+
+    scope_id: str | None
+    requests: list[ApprovalRequest]
 
 
-class ExpressionReply(RpcReply):
-    """`expression.list` and `expression.decide`: expression candidates and decisions."""
+class ExpressionListReply(RpcReply):
+    candidates: list[dict[str, Any]]
+
+
+class ExpressionDecideReply(RpcReply):
+    candidate: dict[str, Any]
 
 
 class AuditReply(RpcReply):

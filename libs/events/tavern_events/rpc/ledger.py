@@ -189,8 +189,30 @@ class RecallReply(RpcReply):
     ranked: list[RankedItem] | None = None
 
 
-class ItemsReply(RpcReply):
-    """`query` (evidence rows) and `audit` (audit entries)."""
+class Evidence(RpcReply):
+    """An evidence row as replies show it (content clipped)."""
+
+    evidence_id: str
+    scope_id: str
+    session_id: str | None
+    state: str
+    source_class: str
+    authority: str
+    claim_domain: str
+    content: str
+    content_hash: str
+    observed_at: str | None
+    valid_from: str | None
+    valid_until: str | None
+
+
+class QueryReply(RpcReply):
+    items: list[Evidence]
+    count: int
+
+
+class AuditReply(RpcReply):
+    """Audit entries, newest first: who did what to which target, when and why."""
 
     items: list[dict[str, Any]]
     count: int
@@ -207,7 +229,7 @@ class InspectReply(RpcReply):
 
 class HistoryReply(RpcReply):
     evidence_id: str
-    lineage: list[dict[str, Any]]
+    lineage: list[Evidence]
 
 
 class CorrectReply(RpcReply):
@@ -250,16 +272,52 @@ class ProposeReply(RpcReply):
     stored: bool
 
 
-class RuleReply(RpcReply):
-    """`rule.activate` and `rule.pin`: the rule as stored."""
+class Rule(RpcReply):
+    id: str
+    scope_id: str
+    domain: str
+    title: str
+    text: str
+    state: str
+    source: str
+    gates: list[str]
+    evidence_ids: list[str]
+    supersedes: str | None
+    pinned: bool
+    updated_at: str
 
-    rule: dict[str, Any]
+
+class RuleReply(RpcReply):
+    """`rule.activate` (with `inserted` and `superseded`) and `rule.pin`: the rule stored."""
+
+    rule: Rule
+    inserted: bool | None = None
+    superseded: str | None = None
 
 
 class RulesReply(RpcReply):
-    rules: list[dict[str, Any]]
+    rules: list[Rule]
+
+
+class Candidate(RpcReply):
+    candidate_id: str
+    scope_id: str
+    domain: str
+    evidence_ids: list[str]
+    state: str
+    policy: dict[str, Any] | None
+    decision_reason: str | None
+    created_at: str
+    updated_at: str
 
 
 class CandidateReply(RpcReply):
-    """`candidate.create`, `candidate.transition` and `candidate.list`: the candidates as
-    stored, with their lineage."""
+    """`candidate.create` (`created` false: it existed, returned as it is) and
+    `candidate.transition`: the candidate as stored."""
+
+    candidate: Candidate
+    created: bool | None = None
+
+
+class CandidatesReply(RpcReply):
+    candidates: list[Candidate]
