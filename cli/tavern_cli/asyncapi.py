@@ -370,8 +370,9 @@ def _contract() -> str:
         "AgentTavern contract",
         f"Streams {', '.join(s.name for s in streams.ALL)}, and request/reply under "
         "`tavern.rpc.<service>.>` for the loop, ledger, projector and consolidator. Every "
-        "reply is the operation's result or the common error (docs/errors.md); an operation "
-        "a service does not have is answered `not_found`.",
+        "reply is the operation's result or the common error (docs/errors.md); an empty "
+        "request body is an empty request; an operation a service does not have is answered "
+        "`not_found`.",
     )
     for channel in _stream_channels():
         b.stream(channel)

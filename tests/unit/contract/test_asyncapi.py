@@ -4,6 +4,7 @@ every stream channel with its parameters, headers and stream, every reference re
 
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib
 import json
@@ -17,6 +18,7 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from tavern_cli import asyncapi
+from tavern_cli.commands import docs
 from tavern_events import rpc, streams
 from tavern_events.union import EVENT_MODELS
 from tavern_runtime.unknownops import served_subjects
@@ -209,3 +211,16 @@ def test_services_parse_requests_with_the_contract_models() -> None:
     assert history.HistoryRequest is rpc.BY_SUBJECT["tavern.rpc.projector.history.search"].request
     assert projector.LoreRequest is rpc.BY_SUBJECT["tavern.rpc.projector.lore.search"].request
     assert consolidator.DistilBody is rpc.BY_SUBJECT["tavern.rpc.consolidator.distil"].request
+
+
+def test_docs_check_fails_on_a_drifted_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tavern docs --check`, the CI gate: 0 when current, 1 naming the document that drifted."""
+    monkeypatch.chdir(tmp_path)
+    assert docs.run(argparse.Namespace(check=False), []) == 0
+    assert docs.run(argparse.Namespace(check=True), []) == 0
+    drifted = tmp_path / "docs" / "asyncapi" / "ledger.json"
+    drifted.write_text(drifted.read_text().replace("ledger_recall", "ledger_recollect"))
+    assert docs.run(argparse.Namespace(check=True), []) == 1
+    assert "stale: docs/asyncapi/ledger.json" in capsys.readouterr().out
