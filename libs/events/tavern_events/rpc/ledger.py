@@ -218,12 +218,12 @@ class AuditReply(RpcReply):
     count: int
 
 
-class InspectReply(RpcReply):
-    """One evidence row with its read-gate verdict, its successor and its audit trail."""
+class InspectReply(Evidence):
+    """One evidence row with its read-gate verdict, what superseded it and its audit trail."""
 
     recallable: bool
     read_gate: list[str]
-    superseded_by: Any = None
+    superseded_by: list[str]
     audit: list[dict[str, Any]]
 
 
@@ -233,16 +233,19 @@ class HistoryReply(RpcReply):
 
 
 class CorrectReply(RpcReply):
-    """Whether the correction was stored; a blocked one names the gate's reasons."""
+    """Whether the correction was stored (its evidence id, what it superseded); a blocked one
+    names the gate's reasons and its audit entry."""
 
     stored: bool
+    evidence_id: str | None = None
+    reasons: list[str] | None = None
 
 
 class TransitionReply(RpcReply):
     evidence_id: str
     from_state: str
     to_state: str
-    audit_id: Any = None
+    audit_id: int
 
 
 class StatsReply(RpcReply):
@@ -258,11 +261,11 @@ class ExportReply(RpcReply):
 
 
 class ImportReply(RpcReply):
-    """Counts of what was inserted and skipped, and the lines that failed."""
+    """Rows inserted per stream, lines skipped (already there), and the lines that failed."""
 
-    inserted: Any = None
-    skipped: Any = None
-    errors: Any = None
+    inserted: dict[str, int]
+    skipped: int
+    errors: list[dict[str, Any]]
 
 
 class ProposeReply(RpcReply):
