@@ -12,16 +12,25 @@ import json
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, RootModel
 
 from tavern_events import rpc, streams, subjects
+from tavern_events.asset import AssetKind
 from tavern_events.dlq import DeadLetter
 from tavern_events.replies import TIMEOUT_HEADER, ErrorReply
 from tavern_events.rpc.base import PRINCIPAL_HEADER, REQUEST_HEADERS
 from tavern_events.streams import StreamSpec
-from tavern_events.union import AssetEventUnion, InputUnion, LedgerFactUnion, SessionEventUnion
+from tavern_events.union import (
+    ASSET_EVENT_MODELS,
+    LEDGER_FACT_MODELS,
+    SESSION_EVENT_MODELS,
+    AssetEventUnion,
+    InputUnion,
+    LedgerFactUnion,
+    SessionEventUnion,
+)
 
 SERVICES = rpc.SERVICES
 DOCS_DIR = Path("docs") / "asyncapi"
@@ -99,6 +108,22 @@ class StreamChannel:
     correlated: bool = False
 
 
+def _type_parts(models: tuple[type[BaseModel], ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The `family` and `name` parameters of channels whose subjects end in an event type."""
+    types = [str(m.model_fields["type"].default) for m in models]
+    unknown = " (today's values; a reader skips types it does not know)"
+    return (
+        {
+            "description": f"The event family: the part of `type` before the slash{unknown}.",
+            "enum": sorted({t.split("/")[0] for t in types}),
+        },
+        {
+            "description": f"The event name: the part of `type` after the slash{unknown}.",
+            "enum": sorted({t.split("/")[1] for t in types}),
+        },
+    )
+
+
 def _stream_channels() -> tuple[StreamChannel, ...]:
     session_headers = _headers(
         (
@@ -113,8 +138,9 @@ def _stream_channels() -> tuple[StreamChannel, ...]:
         "Nats-Msg-Id is the event id; every append is conditional on the session's last "
         "sequence; events that belong together go as one atomic batch.",
     )
-    family = {"description": "The event family: the part of `type` before the slash."}
-    name = {"description": "The event name: the part of `type` after the slash."}
+    family, name = _type_parts(SESSION_EVENT_MODELS)
+    fact_family, fact_name = _type_parts(LEDGER_FACT_MODELS)
+    _, asset_name = _type_parts(ASSET_EVENT_MODELS)
     return (
         StreamChannel(
             "session",
@@ -156,8 +182,8 @@ def _stream_channels() -> tuple[StreamChannel, ...]:
             "Facts the ledger committed; projections follow them.",
             {
                 "scope_id": {"description": f"The memory scope: {ID_TEXT}."},
-                "family": family,
-                "name": name,
+                "family": fact_family,
+                "name": fact_name,
             },
             _headers((MSG_ID, "Nats-Expected-Stream"), (MSG_ID,), "Nats-Msg-Id is the fact's id."),
         ),
@@ -168,9 +194,9 @@ def _stream_channels() -> tuple[StreamChannel, ...]:
             AssetEventMessage,
             "Character cards, lorebooks, personas and presets imported or edited.",
             {
-                "kind": {"description": "The asset kind: character, lorebook, persona, preset."},
+                "kind": {"description": "The asset kind.", "enum": list(get_args(AssetKind))},
                 "asset_id": {"description": f"The asset: {ID_TEXT}."},
-                "name": name,
+                "name": asset_name,
             },
             _headers((MSG_ID, "Nats-Expected-Stream"), (), "Nats-Msg-Id is the event id."),
         ),
