@@ -7,7 +7,8 @@ The run imports a card, then follows the memory flow of test_memory_defaults (a 
 session recalled in the next) with the loop's tools asked in plain words (memory, variables,
 history, scene, character, lore, the evidence query); then, as an operator's CLI would, it asks
 every other operation of the document once, on what earlier replies named: all 55 RPCs answer
-and every reply is checked, the errors the run provokes on purpose included.
+and every reply is checked, the errors the run provokes on purpose included. Last, a malformed
+event in a session log is parked by its consumers, and the dead letters are checked too.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ EXPECTED_ERRORS = {
     ("consolidator_rules_decide", "not_found"),  # unpinning rule 99 of a scope with one
 }
 """Error replies the run provokes, each validated against the document's error message."""
+POISON_SUBJECT = "tavern.session.poisoned.turn.start"
 WRONG_REQUEST = "tavern.rpc.ledger.recall payload: : 'query' is a required property"
 """The one request of the run that breaks its schema, on purpose (the operator's)."""
 
@@ -204,6 +206,18 @@ async def _run(stack: Stack, driver: Driver) -> None:
     await _turn(driver, "k2", "What does Ines do for work?")
 
     await _operator(stack.nc)
+    await _poison(stack)
+
+
+async def _poison(stack: Stack) -> None:
+    """A malformed event in a session log: its consumers park it on the DLQ."""
+    headers = {"Nats-Msg-Id": "contract-poison"}
+    await stack.js.publish(POISON_SUBJECT, b'{"type": "turn/start"}', headers=headers)
+
+    async def parked() -> bool:
+        return bool((await stack.js.stream_info("DLQ")).state.messages)
+
+    await eventually(parked, timeout=30)
 
 
 async def _ask(nc: Any, subject: str, body: dict[str, Any] | None = None) -> Any:
@@ -365,11 +379,14 @@ async def test_a_subscriber_knowing_only_the_documents_validates_a_whole_run(
     await _run(stack, driver)
     await asyncio.sleep(1.0)  # facts the ledger commits after its replies, still in flight
     checked = _check(contract, list(observer.seen))
-    assert checked.problems == [WRONG_REQUEST], "\n".join(checked.problems[:40])
+    poisoned = [p for p in checked.problems if p.startswith(f"{POISON_SUBJECT} payload")]
+    assert poisoned, "the malformed event breaks the session schema"
+    wrong = [p for p in checked.problems if p not in poisoned]
+    assert wrong == [WRONG_REQUEST], "\n".join(wrong[:40])
     assert checked.errors == EXPECTED_ERRORS
     counts = checked.counts
     assert counts["unknown_rpc reply"] == 4  # one per service
-    for channel in ("session", "input", "ledger", "asset"):
+    for channel in ("session", "input", "ledger", "asset", "dlq"):
         assert counts[channel] > 0, (channel, counts)
     rpcs = {k for k, op in contract.document["operations"].items() if op["action"] == "receive"}
     assert len(rpcs) == 55
