@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from tavern_events.replies import TIMEOUT_HEADER
@@ -36,3 +38,16 @@ class PingReply(RpcReply):
     service: str
     version: str
     ok: bool
+
+
+class AuditEntry(RpcReply):
+    """One audited operation: who did what to which target, when and why."""
+
+    id: int
+    ts: str
+    op: str
+    scope_id: str | None
+    target_id: str | None
+    actor: str
+    reason: str | None
+    payload: Any = None

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tavern_events.envelope import Id
-from tavern_events.rpc.base import RpcReply, RpcRequest
+from tavern_events.rpc.base import AuditEntry, RpcReply, RpcRequest
 
 
 class Request(RpcRequest):
@@ -178,4 +178,4 @@ class ExpressionDecideReply(RpcReply):
 
 
 class AuditReply(RpcReply):
-    entries: list[dict[str, Any]]
+    entries: list[AuditEntry]

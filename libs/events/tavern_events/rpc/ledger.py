@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tavern_events.envelope import Id, UtcDatetime
-from tavern_events.rpc.base import RpcReply, RpcRequest
+from tavern_events.rpc.base import AuditEntry, RpcReply, RpcRequest
 
 EvidenceOp = Literal["quarantine", "release", "redact", "delete", "rollback"]
 CandidateEvent = Literal["promote", "reject", "rollback", "supersede"]
@@ -214,7 +214,7 @@ class QueryReply(RpcReply):
 class AuditReply(RpcReply):
     """Audit entries, newest first: who did what to which target, when and why."""
 
-    items: list[dict[str, Any]]
+    items: list[AuditEntry]
     count: int
 
 
@@ -224,7 +224,7 @@ class InspectReply(Evidence):
     recallable: bool
     read_gate: list[str]
     superseded_by: list[str]
-    audit: list[dict[str, Any]]
+    audit: list[AuditEntry]
 
 
 class HistoryReply(RpcReply):
