@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tavern_events import reach
+from tavern_events.rpc.base import PRINCIPAL_HEADER
 from tavern_runtime.errors import Forbidden, Unauthenticated
 
-HEADER = "Tavern-Principal"
+HEADER = PRINCIPAL_HEADER
 """Contract name: the NATS header that carries the principal's token."""
 VERSION = "v1"
 LOCAL_OWNER = reach.LOCAL_OWNER

@@ -1,75 +1,36 @@
-"""Request bodies of `tavern.rpc.consolidator.*` (tolerant of unknown fields)."""
+"""Request bodies of `tavern.rpc.consolidator.*`: the contract's
+(`tavern_events.rpc.consolidator`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from tavern_events.rpc.consolidator import (
+    ApprovalsBody,
+    AuditBody,
+    DistilBody,
+    DreamBody,
+    DreamReviewBody,
+    ExplainBody,
+    ExpressionDecideBody,
+    ExpressionListBody,
+    OptionalScopeBody,
+    ProfileBody,
+    Request,
+    RulesDecideBody,
+    ScopeBody,
+)
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from tavern_events.envelope import Id
-
-
-class Request(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    actor: str = Field(default="user", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:@-]+$")
-
-
-class ScopeBody(Request):
-    scope_id: Id
-
-
-class OptionalScopeBody(Request):
-    scope_id: Id | None = None
-
-
-class DistilBody(Request):
-    scope_id: Id
-    force: bool = True
-
-
-class ExplainBody(Request):
-    evidence_id: str = Field(min_length=1, max_length=128)
-
-
-class ProfileBody(Request):
-    scope_id: Id | None = None
-    session_id: Id | None = None
-
-
-class DreamBody(Request):
-    scope_id: Id | None = None
-    apply: bool = False
-
-
-class DreamReviewBody(Request):
-    op: Literal["list", "approve", "reject"] = "list"
-    ids: tuple[str, ...] = Field(default=(), max_length=500)
-    scope_id: Id | None = None
-    domain: str | None = Field(default=None, max_length=32)
-
-
-class RulesDecideBody(Request):
-    scope_id: Id
-    op: Literal["accept", "reject", "pin", "unpin"]
-    ref: str = Field(min_length=1, max_length=64, description="1-based index or id")
-
-
-class ApprovalsBody(Request):
-    session_id: Id
-
-
-class ExpressionListBody(Request):
-    scope_id: Id | None = None
-    pending: bool = False
-
-
-class ExpressionDecideBody(Request):
-    candidate_id: str = Field(min_length=1, max_length=64)
-    decision: Literal["approve", "reject", "rollback"]
-
-
-class AuditBody(Request):
-    scope_id: Id | None = None
-    op: str | None = Field(default=None, max_length=64)
-    limit: int = Field(default=50, ge=1, le=500)
+__all__ = [
+    "ApprovalsBody",
+    "AuditBody",
+    "DistilBody",
+    "DreamBody",
+    "DreamReviewBody",
+    "ExplainBody",
+    "ExpressionDecideBody",
+    "ExpressionListBody",
+    "OptionalScopeBody",
+    "ProfileBody",
+    "Request",
+    "RulesDecideBody",
+    "ScopeBody",
+]

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from tavern_events.reach import MemoryReach, memory_scope
 from tavern_ledger.toolcalls.errors import ScopeForbidden, ScopeUnavailable
 
-MemoryScope = Literal["chat", "character", "agent", "global"]
-VariableScope = Literal["turn", "chat", "character", "agent", "global"]
 GLOBAL_ID = "global"
 
 

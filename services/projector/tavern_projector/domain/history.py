@@ -11,53 +11,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from tavern_events.subjects import ID_PATTERN
+from tavern_events.rpc.projector import HistoryRequest
 from tavern_projector.domain import text
 from tavern_projector.errors import BadRequest
 
-LIMIT_MAX = 100
-MAX_TOKENS_MAX = 32_000
-EXCERPT_CHARS_MAX = 20_000
-"""Caps of one search: large enough that a big result reaches the loop's spill (a bounded
-preview and a locator the model pages through with `spill_read`), not cut here first."""
 PARENT_DEPTH_MAX = 4
 SCAN_CAP = 500
 """At most this many matching rows are read per search (the count is then a lower bound)."""
-
-
-def _clamp(value: int, low: int, high: int) -> int:
-    return max(low, min(high, value))
-
-
-class HistoryRequest(BaseModel):
-    """`tavern.rpc.projector.history.search`; out-of-range numbers are clamped to the caps."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    session_id: str = Field(pattern=ID_PATTERN)
-    query: str = Field(min_length=1, max_length=2000)
-    limit: int = 10
-    max_tokens: int = 1200
-    parents: bool = True
-    excerpt_chars: int = 400
-    """How much of each message a hit shows (the whole message when it is shorter)."""
-
-    @field_validator("limit")
-    @classmethod
-    def _limit(cls, value: int) -> int:
-        return _clamp(value, 1, LIMIT_MAX)
-
-    @field_validator("max_tokens")
-    @classmethod
-    def _budget(cls, value: int) -> int:
-        return _clamp(value, 1, MAX_TOKENS_MAX)
-
-    @field_validator("excerpt_chars")
-    @classmethod
-    def _excerpt(cls, value: int) -> int:
-        return _clamp(value, 1, EXCERPT_CHARS_MAX)
 
 
 def parse_request(raw: Any) -> tuple[HistoryRequest, list[str]]:
