@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Any
 
+import structlog
 from faststream.nats import NatsBroker
 
 from tavern_events import subjects
@@ -31,15 +32,16 @@ RPC_QUEUE = f"{SERVICE}-rpc"
 Query = Callable[[Any, Any], Awaitable[dict[str, Any]]]
 RPCS: dict[str, Query] = {
     "history.search": queries.history_search,
-    "character.get": queries.character_get,
-    "lore.search": queries.lore_search,
     "scene.get": queries.scene_get,
 }
 """Read-only queries; each authorizes its principal first (`tavern_projector.access`)."""
 OWNED: dict[str, Callable[[Any, Any, str | None], Awaitable[dict[str, Any]]]] = {
     "sessions.list": queries.sessions_list,
+    "character.get": queries.character_get,
+    "lore.search": queries.lore_search,
 }
-"""Queries that answer with the asker's own sessions only (every owner's for the operator)."""
+"""Queries that answer with the asker's own sessions and assets only (every owner's for the
+operator and a service on its own account)."""
 
 
 def register(broker: NatsBroker, core: Core) -> None:
@@ -83,7 +85,8 @@ def _answer(
     async def answer(body: Any, msg: Message) -> dict[str, Any]:
         try:
             asker = await access.check(core.pool(), operation, msg.headers, body)
-            return await query(core.pool(), body, asker)
+            with structlog.contextvars.bound_contextvars(principal=asker.principal.label):
+                return await query(core.pool(), body, asker)
         except TavernError as exc:
             log.info("rpc_refused", operation=operation, code=exc.reply_code(), error=exc.message)
             return exc.as_reply()
