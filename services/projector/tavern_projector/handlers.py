@@ -19,6 +19,7 @@ from tavern_events import subjects
 from tavern_projector import queries
 from tavern_projector.access import Access, Asker
 from tavern_projector.core import Core
+from tavern_projector.errors import NotYours
 from tavern_runtime.context import Message
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
@@ -86,10 +87,25 @@ def _answer(
         try:
             asker = await access.check(core.pool(), operation, msg.headers, body)
             with structlog.contextvars.bound_contextvars(principal=asker.principal.label):
-                return await query(core.pool(), body, asker)
+                try:
+                    return await query(core.pool(), body, asker)
+                except NotYours as exc:  # answered as a missing asset, logged as a refusal
+                    _refused(operation, asker, exc)
+                    raise
         except TavernError as exc:
             log.info("rpc_refused", operation=operation, code=exc.reply_code(), error=exc.message)
             return exc.as_reply()
 
     answer.__name__ = answer.__qualname__ = operation.replace(".", "_")
     return answer
+
+
+def _refused(operation: str, asker: Asker, exc: NotYours) -> None:
+    log.warning(
+        "access_refused",
+        rpc=operation,
+        code=exc.reply_code(),
+        principal=asker.principal.label,
+        asset=exc.asset,
+        reason="the asset belongs to another user",
+    )

@@ -20,7 +20,7 @@ from tavern_projector.domain.requests import (
     SessionsRequest,
     bounded,
 )
-from tavern_projector.errors import BadRequest, NotFound
+from tavern_projector.errors import BadRequest, NotFound, NotYours
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -125,18 +125,10 @@ async def _asset_row(conn: Any, request: CharacterRequest, owner: str | None) ->
         wanted,
         visible,
     )
-    if row is not None and visible is not None and row["owner"] != visible:
-        log.warning(
-            "access_refused",
-            rpc="character.get",
-            kind=request.kind,
-            asset=wanted,
-            code="not_found",
-            reason=f"the {request.kind} belongs to another user",
-        )
-        row = None
     if row is None:
         raise NotFound(f"no {request.kind} {wanted!r}")
+    if visible is not None and row["owner"] != visible:
+        raise NotYours(f"no {request.kind} {wanted!r}", wanted)
     return row
 
 
@@ -289,6 +281,7 @@ async def _log_others(conn: Any, named: list[str], owner: str) -> None:
         log.warning(
             "access_refused",
             rpc="lore.search",
+            user=owner,
             code="not_found",
             books=[r["asset_id"] for r in others],
             reason="the lorebooks belong to another user",
