@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import get_logger
-from tavern_runtime.rpcguard import RpcLimits, is_rpc, rpc_guard
+from tavern_runtime.rpcguard import RPC_PREFIX, RpcLimits, is_rpc, rpc_guard
 from tavern_runtime.secretscan import redact_secrets
 from tavern_runtime.settings import TavernSettings
 
@@ -96,7 +96,11 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
 
 def rpc_limits(settings: TavernSettings, deadline_s: float | None = None) -> RpcLimits:
     """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming)."""
-    return RpcLimits(settings.rpc_max_request_bytes, deadline_s or settings.rpc_deadline_s)
+    return RpcLimits(
+        settings.rpc_max_request_bytes,
+        deadline_s or settings.rpc_deadline_s,
+        max_backlog_bytes=settings.rpc_max_backlog_bytes,
+    )
 
 
 INBOX = "_INBOX"
@@ -213,11 +217,22 @@ async def connected(
 
 
 class TavernBroker(NatsBroker):
-    """A `NatsBroker` whose own `stop()` is not mistaken for a lost connection."""
+    """A `NatsBroker` whose own `stop()` is not mistaken for a lost connection, and whose RPC
+    subscriptions get the pending limits of the RPC guard (`RpcLimits.subscription_pending`)."""
 
-    def __init__(self, *args: Any, guard: ConnectionGuard, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, guard: ConnectionGuard, rpc: RpcLimits | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.guard = guard
+        self.rpc_limits = rpc or RpcLimits()
+
+    def subscriber(self, *args: Any, **kwargs: Any) -> Any:
+        subject = args[0] if args else kwargs.get("subject", "")
+        if str(subject).startswith(RPC_PREFIX) and kwargs.get("stream") is None:
+            for key, value in self.rpc_limits.subscription_pending.items():
+                kwargs.setdefault(key, value)
+        return super().subscriber(*args, **kwargs)
 
     async def stop(
         self,
@@ -270,6 +285,7 @@ def build_broker(
     the shared limits or a service's own `rpc_deadline_s`.
     """
     guard = ConnectionGuard(name, on_lost)
+    limits = rpc_limits(settings, rpc_deadline_s)
     security = (
         NatsUserPassword(settings.nats_user, settings.nats_password) if settings.nats_user else None
     )
@@ -283,7 +299,7 @@ def build_broker(
         "security": security,
         "inbox_prefix": inbox_prefix_of(login_user(settings)),
         "decoder": bounded_decoder(settings.rpc_max_request_bytes),
-        "middlewares": (rpc_guard(rpc_limits(settings, rpc_deadline_s)),),
+        "middlewares": (rpc_guard(limits),),
         **overrides,
     }
-    return TavernBroker(settings.nats_servers, guard=guard, **options)
+    return TavernBroker(settings.nats_servers, guard=guard, rpc=limits, **options)

@@ -132,7 +132,9 @@ async def test_each_user_reads_only_their_own_cards_and_another_users_is_not_fou
     assert refused["error"]["message"] == f"no character {alices!r}", "nothing says it exists"
     assert "lighthouse" not in json.dumps(refused).lower()
     said = [e for e in logs if e["event"] == "access_refused"]
-    assert said and said[0]["principal"] == "user:bob" and said[0]["asset"] == alices
+    assert said
+    assert said[0]["principal"] == "user:bob"
+    assert said[0]["asset"] == alices
     loop_for_bob = auth(principals.service("loop").acting_for("bob"))
     assert (await projector.rpc("character.get", body, headers=loop_for_bob))["error"][
         "code"
@@ -170,12 +172,14 @@ async def test_a_session_bound_to_another_users_card_reads_nothing_of_it(
     lore = {"query": "the storm at the lighthouse", "books": ["world_cael"]}
     bobs_lore = await projector.rpc("lore.search", {"session_id": "b1", **lore}, headers=BOB)
     alices_lore = await projector.rpc("lore.search", {"session_id": "a1", **lore}, headers=ALICE)
-    assert bobs_lore["entries"] == [] and bobs_lore["sourceCount"] == 0
+    assert bobs_lore["entries"] == []
+    assert bobs_lore["sourceCount"] == 0
     assert [e["comment"] for e in alices_lore["entries"]][:1] == ["Lighthouse"]
     named = await projector.rpc("lore.search", lore, headers=BOB)
     assert named["entries"] == [], "naming another user's book reads nothing"
     scene = await projector.rpc("scene.get", {"session_id": "b1"}, headers=BOB)
-    assert scene["scenario"] == "" and scene["character"] != "Mira"
+    assert scene["scenario"] == ""
+    assert scene["character"] != "Mira"
     operator_view = await projector.rpc("scene.get", {"session_id": "a1"})
     assert operator_view["scenario"], "the card of the session's own owner is read"
 
@@ -187,6 +191,29 @@ async def test_personas_belong_to_their_importer(projector: Projector) -> None:
     assert (await projector.rpc("character.get", body, headers=ALICE))["fields"]["name"]
     refused = await projector.rpc("character.get", body, headers=BOB)
     assert refused["error"]["code"] == "not_found"
+
+
+async def test_the_loop_binds_a_new_session_only_to_its_owners_card(projector: Projector) -> None:
+    alices = await import_as(projector, "v2_mira.png", "alice")
+    await projector.caught_up("assets")
+    await projector.bus.engine()
+    await projector.bus.command("bob-s", "create", headers=BOB, args={"character_id": alices})
+    await projector.bus.command("alice-s", "create", headers=ALICE, args={"character_id": alices})
+    await projector.bus.command("op-s", "create", args={"character_id": alices})  # the operator
+    bound = {}
+    for session_id in ("bob-s", "alice-s", "op-s"):
+        events = await projector.bus.turns_ended(session_id, 1)
+        [created] = [e for e in events if e.type == "session/created"]
+        [end] = [e for e in events if e.type == "turn/end"]
+        bound[session_id] = (created.payload.owner, created.payload.character_id)
+        if session_id == "bob-s":
+            assert end.payload.outcome != "completed"
+            assert f"no character {alices!r} of yours" in (end.payload.reason or "")
+    assert bound == {
+        "bob-s": ("bob", None),
+        "alice-s": ("alice", alices),
+        "op-s": ("local", alices),
+    }
 
 
 async def test_assets_from_before_owners_are_the_local_owners_and_replay_keeps_every_owner(
@@ -203,7 +230,8 @@ async def test_assets_from_before_owners_are_the_local_owners_and_replay_keeps_e
     await import_as(projector, "world_cael.json", "bob")
     await projector.caught_up("assets")
     before = await _owners(projector)
-    assert before[asset.asset_id] == "local" and before[alices] == "alice"
+    assert before[asset.asset_id] == "local"
+    assert before[alices] == "alice"
     assert "bob" in before.values()
 
     local = await projector.rpc("character.get", {"character": asset.asset_id}, headers=LOCAL)
