@@ -254,13 +254,15 @@ class SessionRunner:
         create = _first_create(claim)
         if held.state.created or create is None:
             return None
+        sender = next((p.principal for p in claim if p.input_id == create.input_id), None)
+        if sender is not None and sender.kind == "operator":
+            return None  # the operator binds any card: nothing to ask
         decided = created_binding(self.session_id, create.payload.args, self._deps.options.profiles)
         if isinstance(decided, Refusal):
             return None
         named = {decided.character_id} if decided.character_id else set()
         named |= {m.character_id for m in (decided.group.members if decided.group else ())}
         owners = {c: await self._owner_of(c) for c in sorted(named)}
-        sender = next((p.principal for p in claim if p.input_id == create.input_id), None)
         refusal = foreign_character(sender, _creator(claim), owners)
         if refusal is not None:
             log.warning("access_refused", session_id=self.session_id, reason=refusal)
