@@ -13,115 +13,58 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from nats.errors import MaxPayloadError
-from pydantic import ValidationError
 
 from tavern_events import subjects
-from tavern_events.replies import ErrorReply
 from tavern_runtime import principals
 from tavern_runtime.bus import login_options
-from tavern_runtime.settings import TavernSettings
+from tests.reliability.flooder import LIMIT, Answer, padded
 from tests.reliability.report import REPORT, table
 from tests.reliability.stack import Stack
 from tests.support import signed_nats
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-LIMIT = TavernSettings().rpc_max_request_bytes
-"""The documented request limit every service reads up to (`TAVERN_RPC_MAX_REQUEST_BYTES`)."""
+REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 5.0
 """What an ordinary caller waits (the loop's tools wait 5 s for the ledger and projector)."""
-FLOOD_DEADLINE_S = 30.0
-"""What a flooding caller waits for each of its answers: the flood is queued behind itself."""
-WAVES = 3
-PER_WAVE = 64
-"""Concurrent requests per service in one wave (bounded: the loop is `WAVES` x `PER_WAVE`)."""
-FLOODED = {
-    "ledger": ("memory.search", "recall", "query", "variable.get"),
-    "projector": ("history.search", "character.get", "lore.search", "scene.get"),
-    "consolidator": ("profile.get", "approvals.next"),
-    "loop": ("ping",),
-}
-ORDINARY = {
-    "ledger": "ping",
-    "projector": "ping",
-    "consolidator": "ping",
-    "loop": "ping",
-}
+FLOOD_TIMEOUT_S = 300.0
+ORDINARY = ("ledger", "projector", "consolidator", "loop")
+"""Services asked `ping` throughout the flood."""
 
 
-def padded(size: int) -> bytes:
-    """A JSON request of exactly `size` bytes: a session's query, padded."""
-    head = b'{"session_id": "flood-s1", "query": "'
-    tail = b'"}'
-    return head + b"q" * (size - len(head) - len(tail)) + tail
-
-
-SIZES = [
-    ("at the limit", padded(LIMIT)),
-    ("at the limit", padded(LIMIT)),
-    ("just over the limit", padded(LIMIT + 1)),
-    ("over the limit by 32 KiB", padded(LIMIT + 32 * 1024)),
-]
-"""Half of a flood at the limit (parsed and served, or shed), half over it (`too_large`)."""
-FAR_OVER = padded(5 * 1024 * 1024)
-
-
-@dataclass
-class Answer:
-    service: str
-    size: str
-    code: str  # an error code, "answered", or "NO REPLY (...)" / "NOT THE MODEL"
-    seconds: float
-
-
-async def _ask(nc: Any, service: str, operation: str, size: str, body: bytes) -> Answer:
-    started = time.monotonic()
-    try:
-        msg = await nc.request(subjects.rpc(service, operation), body, timeout=FLOOD_DEADLINE_S)
-    except Exception as exc:
-        return Answer(service, size, f"NO REPLY ({type(exc).__name__})", 0.0)
-    took = time.monotonic() - started
-    try:
-        reply = json.loads(msg.data)
-    except ValueError:
-        return Answer(service, size, "NOT THE MODEL", took)
-    if not isinstance(reply, dict) or "error" not in reply:
-        return Answer(service, size, "answered", took)
-    try:
-        return Answer(service, size, ErrorReply.model_validate(reply).error.code, took)
-    except ValidationError:
-        return Answer(service, size, "NOT THE MODEL", took)
-
-
-async def _flood(nc: Any) -> list[Answer]:
-    asks = []
-    for _wave in range(WAVES):
-        wave = []
-        for service, operations in FLOODED.items():
-            for i in range(PER_WAVE):
-                size, body = SIZES[i % len(SIZES)]
-                operation = operations[i % len(operations)]
-                wave.append(_ask(nc, service, operation, size, body))
-        asks += await asyncio.gather(*wave)
-    return asks
+async def _flood(stack: Stack) -> list[Answer]:
+    """The flooder's answers: a process of its own, a user on its own connection."""
+    flooder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.reliability.flooder",
+        stack.nats.url,
+        stack.credentials.nats_password("operator"),
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(flooder.communicate(), FLOOD_TIMEOUT_S)
+    assert flooder.returncode == 0
+    return [Answer(**json.loads(line)) for line in out.decode().splitlines() if line.strip()]
 
 
 async def _probe(nc: Any, stop: asyncio.Event) -> list[tuple[str, float | None]]:
     """Ordinary questions to every service, every 0.2 s, until `stop`: (service, seconds)."""
     found: list[tuple[str, float | None]] = []
     while not stop.is_set():
-        for service, operation in ORDINARY.items():
+        for service in ORDINARY:
             started = time.monotonic()
             try:
-                msg = await nc.request(subjects.rpc(service, operation), b"", timeout=DEADLINE_S)
+                msg = await nc.request(subjects.rpc(service, "ping"), b"", timeout=DEADLINE_S)
                 ok = json.loads(msg.data).get("ok") is True
                 found.append((service, time.monotonic() - started if ok else None))
             except Exception:
@@ -154,11 +97,13 @@ async def test_a_flood_of_maximum_and_oversize_requests_leaves_every_service_con
     assert stack.nc is not None
     try:
         with pytest.raises(MaxPayloadError):  # refused before it leaves the client
-            await mallory.request(subjects.rpc("projector", "history.search"), FAR_OVER)
+            await mallory.request(
+                subjects.rpc("projector", "history.search"), padded(5 * 1024 * 1024)
+            )
         before, slow_before = await _connections(stack), await _slow_consumers(stack)
         stop = asyncio.Event()
         probing = asyncio.create_task(_probe(stack.nc, stop))
-        flooded = await _flood(mallory)
+        flooded = await _flood(stack)
         stop.set()
         probes = await probing
         after, slow_after = await _connections(stack), await _slow_consumers(stack)
