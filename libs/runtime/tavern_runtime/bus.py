@@ -94,10 +94,13 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
     }
 
 
-def rpc_limits(settings: TavernSettings, deadline_s: float | None = None) -> RpcLimits:
-    """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming)."""
+def rpc_limits(
+    settings: TavernSettings, deadline_s: float | None = None, max_request_bytes: int | None = None
+) -> RpcLimits:
+    """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming),
+    `max_request_bytes` for one that reads less than the shared limit (refused unparsed)."""
     return RpcLimits(
-        settings.rpc_max_request_bytes,
+        min(settings.rpc_max_request_bytes, max_request_bytes or settings.rpc_max_request_bytes),
         deadline_s or settings.rpc_deadline_s,
         max_backlog_bytes=settings.rpc_max_backlog_bytes,
     )
@@ -276,16 +279,17 @@ def build_broker(
     *,
     on_lost: Callable[[], None] = exit_process,
     rpc_deadline_s: float | None = None,
+    rpc_max_request_bytes: int | None = None,
     **overrides: Any,
 ) -> TavernBroker:
     """A FastStream broker: nack on error, structlog logger, graceful stop, same connect options.
 
     Streams are provisioned elsewhere: bind subscribers with `JStream(name, declare=False)`.
     Every `tavern.rpc.>` handler runs inside the RPC guard (`tavern_runtime.rpcguard`), with
-    the shared limits or a service's own `rpc_deadline_s`.
+    the shared limits or a service's own `rpc_deadline_s` and (stricter) `rpc_max_request_bytes`.
     """
     guard = ConnectionGuard(name, on_lost)
-    limits = rpc_limits(settings, rpc_deadline_s)
+    limits = rpc_limits(settings, rpc_deadline_s, rpc_max_request_bytes)
     security = (
         NatsUserPassword(settings.nats_user, settings.nats_password) if settings.nats_user else None
     )
@@ -298,7 +302,7 @@ def build_broker(
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
         "inbox_prefix": inbox_prefix_of(login_user(settings)),
-        "decoder": bounded_decoder(settings.rpc_max_request_bytes),
+        "decoder": bounded_decoder(limits.max_request_bytes),
         "middlewares": (rpc_guard(limits),),
         **overrides,
     }
