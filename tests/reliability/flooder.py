@@ -28,7 +28,7 @@ LIMIT = TavernSettings().rpc_max_request_bytes
 FLOOD_DEADLINE_S = 60.0
 """What a flooding caller waits for each of its answers: the flood is queued behind itself."""
 WAVES = 3
-PER_WAVE = 48
+PER_WAVE = 32
 """Concurrent requests per service in one wave."""
 FLOODED = {
     "ledger": ("memory.search", "recall", "query", "variable.get"),

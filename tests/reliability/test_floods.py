@@ -73,6 +73,16 @@ async def _probe(nc: Any, stop: asyncio.Event) -> list[tuple[str, float | None]]
     return found
 
 
+def _latencies(probes: list[tuple[str, float | None]]) -> str:
+    """Median and slowest answer per service, e.g. `ledger 0.01/1.20 s`."""
+    shown = []
+    for service in ORDINARY:
+        took = sorted(s for name, s in probes if name == service and s is not None)
+        if took:
+            shown.append(f"{service} {took[len(took) // 2]:.2f}/{took[-1]:.2f} s")
+    return ", ".join(shown)
+
+
 async def _connections(stack: Stack) -> dict[str, int]:
     """nats-server's client id of each service's connection, by connection name."""
     async with httpx.AsyncClient() as http:
@@ -113,10 +123,9 @@ async def test_a_flood_of_maximum_and_oversize_requests_leaves_every_service_con
     by_size: dict[str, Counter[str]] = {}
     for a in flooded:
         by_size.setdefault(f"{a.service}: {a.size}", Counter())[a.code] += 1
-    slowest_probe = max((s for _, s in probes if s is not None), default=0.0)
     REPORT.add(
         f"request flood ({len(flooded)} requests of up to {LIMIT + 32 * 1024} bytes from one "
-        f"user; {len(probes)} ordinary probes, slowest {slowest_probe:.2f} s)",
+        f"user; {len(probes)} ordinary pings: {_latencies(probes)})",
         table(
             ["service: size", "replies"],
             [[k, ", ".join(f"{c} x{n}" for c, n in sorted(v.items()))] for k, v in by_size.items()],
