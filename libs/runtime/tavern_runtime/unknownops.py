@@ -62,11 +62,13 @@ class UnknownOperations:
             reply = unknown_reply(msg.subject, prefix, served)
             await conn.nc.publish(msg.reply, json.dumps(reply).encode())
 
+        pending = rpc_limits(self.settings).subscription_pending
         await conn.nc.subscribe(
             f"{prefix}>",
             queue=f"{self.service}-rpc-unknown",
             cb=on_request,
-            **rpc_limits(self.settings).subscription_pending,
+            pending_msgs_limit=pending["pending_msgs_limit"],
+            pending_bytes_limit=pending["pending_bytes_limit"],
         )
 
     async def stop(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from tavern_projector.domain import activation, history, stformat
@@ -264,7 +265,7 @@ async def _owned_books(conn: Any, wanted: list[str], owner: str | None) -> list[
     return [Book.of(_json(r["book"])) for r in rows]
 
 
-async def _log_others(conn: Any, named: list[str], owner: str) -> None:
+async def _log_others(conn: Any, named: Sequence[str], owner: str) -> None:
     """A book named that only another user holds is left out like an unknown one; the
     refusal is logged."""
     if not named:
