@@ -361,7 +361,7 @@ async def _ask(stack: Stack, subject: str, item: Poison) -> RpcOutcome:
     return RpcOutcome(subject, item.name, "answered")
 
 
-OBJECT_POISONS = {"wrong field types", "ids with dots and wildcards", "oversize body (1 MB)"}
+OBJECT_POISONS = {"wrong field types", "ids with dots and wildcards", "big body (1 MB)"}
 """Poisons that are JSON objects: an RPC whose request has no required field and ignores
 unknown ones may take them as an empty request (lenient, not unsafe); all others must fail."""
 
