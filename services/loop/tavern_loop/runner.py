@@ -28,7 +28,7 @@ from tavern_loop.sessionlog import HeldLog
 from tavern_loop.turn import LOOP, LoopDeps, TurnRunner, input_rejection
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
-from tavern_runtime.principals import LOCAL_OWNER
+from tavern_runtime.principals import LOCAL_OWNER, Principal
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 
 log = get_logger(__name__)
@@ -262,17 +262,26 @@ class SessionRunner:
             return None
         named = {decided.character_id} if decided.character_id else set()
         named |= {m.character_id for m in (decided.group.members if decided.group else ())}
-        owners = {c: await self._owner_of(c) for c in sorted(named)}
-        refusal = foreign_character(sender, _creator(claim), owners)
+        owner = _creator(claim)
+        owners = {c: await self._owner_of(c, owner) for c in sorted(named)}
+        refusal = foreign_character(sender, owner, owners)
         if refusal is not None:
             log.warning("access_refused", session_id=self.session_id, reason=refusal)
         return refusal
 
-    async def _owner_of(self, character: str) -> str | None:
-        """The owner of a card as the projector knows it (asked as the loop on its own
-        account); None when it does not know the card or does not answer."""
+    async def _owner_of(self, character: str, owner: str) -> str | None:
+        """Who owns the card a `create` names: `owner`, when the projector finds it among
+        theirs (by id or name), else whoever it finds asked as the loop on its own account;
+        None when it knows no such card or does not answer."""
+        for asker in (LOOP.acting_for(owner), LOOP):
+            found = await self._card_owner(character, asker)
+            if found is not None:
+                return found
+        return None
+
+    async def _card_owner(self, character: str, asker: Principal) -> str | None:
         credentials = self._deps.credentials
-        headers = credentials.headers(LOOP) if credentials else None
+        headers = credentials.headers(asker) if credentials else None
         body = {"character": character, "fields": ["name"], "max_chars": 16}
         subject = subjects.rpc("projector", "character.get")
         reply = await self._deps.rpc(subject, body, OWNER_TIMEOUT_S, headers=headers)

@@ -195,13 +195,15 @@ async def test_personas_belong_to_their_importer(projector: Projector) -> None:
 
 async def test_the_loop_binds_a_new_session_only_to_its_owners_card(projector: Projector) -> None:
     alices = await import_as(projector, "v2_mira.png", "alice")
+    await import_as(projector, "v2_mira.png", "bob")
     await projector.caught_up("assets")
     await projector.bus.engine()
     await projector.bus.command("bob-s", "create", headers=BOB, args={"character_id": alices})
+    await projector.bus.command("bob-own", "create", headers=BOB, args={"character_id": "Mira"})
     await projector.bus.command("alice-s", "create", headers=ALICE, args={"character_id": alices})
     await projector.bus.command("op-s", "create", args={"character_id": alices})  # the operator
     bound = {}
-    for session_id in ("bob-s", "alice-s", "op-s"):
+    for session_id in ("bob-s", "bob-own", "alice-s", "op-s"):
         events = await projector.bus.turns_ended(session_id, 1)
         [created] = [e for e in events if e.type == "session/created"]
         [end] = [e for e in events if e.type == "turn/end"]
@@ -211,6 +213,7 @@ async def test_the_loop_binds_a_new_session_only_to_its_owners_card(projector: P
             assert f"no character {alices!r} of yours" in (end.payload.reason or "")
     assert bound == {
         "bob-s": ("bob", None),
+        "bob-own": ("bob", "Mira"),  # by name: his own Mira, though Alice has one too
         "alice-s": ("alice", alices),
         "op-s": ("local", alices),
     }
