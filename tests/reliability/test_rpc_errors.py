@@ -135,7 +135,7 @@ async def test_hostile_input_on_every_rpc_subject_is_answered_in_the_common_mode
         )
         lenient |= {o.subject for o in probes if o.code == "answered"}
         for item in poisons:
-            if len(item.data) > BIG:  # one at a time: 55 x 5 MB at once makes slow consumers
+            if len(item.data) > BIG:  # one at a time (floods: tests/reliability/test_floods.py)
                 outcomes += [await _ask(stack, s, item) for s in names]
             else:
                 outcomes += await asyncio.gather(*(_ask(stack, s, item) for s in names))
