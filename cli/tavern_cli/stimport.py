@@ -196,12 +196,14 @@ class Importer:
         kinds: dict[str, cards.AssetKind] = {"character": "character", "persona": "persona"}
         kind = kinds.get(item.kind, "lorebook")
         if self.nc is None:
-            for asset in importer.read_assets(item.path, kind):
+            for found in importer.read_assets(item.path, kind):
+                asset = cards.owned_by(found, self.target.owner)
                 self._known(item, asset)
                 self.report.add(item.source, kind, "valid", _described(asset))
             return
         js = self.nc.jetstream()
-        for published in await importer.import_all(js, item.path, self.data_dir, kind):
+        imported = await importer.import_all(js, item.path, self.data_dir, kind, self.target.owner)
+        for published in imported:
             self._known(item, published.asset)
             status: Status = "skipped" if published.duplicate else "imported"
             verb = "already imported" if published.duplicate else "imported"
@@ -228,7 +230,7 @@ class Importer:
     async def _persona(self, item: Item, raw: dict[str, Any]) -> None:
         where = f"{item.source}: {raw.get('avatar')}"
         try:
-            asset = cards.persona(raw)
+            asset = cards.owned_by(cards.persona(raw), self.target.owner)
         except TavernError as exc:
             self.report.add(where, "persona", "refused", exc.message)
             return
@@ -295,6 +297,7 @@ class Importer:
             await self._persona_of(chat.header.get("user_name")),
             group=group.binding,
             cast=group.cast,
+            owner=self.target.owner,
         )
         await self._write_chat(item, chat, f"group chats/{item.path.name}", target, "group chat")
 
@@ -306,13 +309,14 @@ class Importer:
             self.target.context_mode,
             await self._character_of(item.stem, chat.header.get("character_name")),
             await self._persona_of(chat.header.get("user_name")),
+            owner=self.target.owner,
         )
         await self._write_chat(item, chat, source, target, "chat")
 
     async def _write_chat(
         self, item: Item, chat: stchat.StChat, source: str, target: ChatTarget, kind: str
     ) -> None:
-        session_id = chatimport.session_id_for(source, chat)
+        session_id = chatimport.session_id_for(source, chat, target.owner)
         events = chatimport.plan(
             chat,
             source=item.source,

@@ -92,3 +92,18 @@ def test_monitoring_listens_on_loopback_only() -> None:
         text = (natsconf.NATS_DIR / name).read_text()
         assert 'http: "127.0.0.1:8222"' in text, name
         assert "0.0.0.0:8222" not in text, name
+
+
+def test_every_config_carries_the_request_limit_as_its_max_payload() -> None:
+    """The bus's largest message is the services' RPC request limit plus headers, the same in
+    every shipped config, in the Helm values and in the embedded server of `tavern up`."""
+    from tavern_runtime.embedded import MAX_PAYLOAD
+    from tavern_runtime.settings import TavernSettings
+
+    limit = TavernSettings().rpc_max_request_bytes
+    assert limit + 4096 <= MAX_PAYLOAD <= limit + 128 * 1024
+    servers = [n for n in CONFIGS if n != "accounts.conf"]
+    found = {n: re.findall(r"^max_payload:\s*(\d+)", _text(n), re.M) for n in servers}
+    assert found == {n: [str(MAX_PAYLOAD)] for n in servers}
+    values = (NATS_DIR.parent / "k8s" / "nats-values.yaml").read_text()
+    assert re.findall(r"^\s+max_payload:\s*(\d+)", values, re.M) == [str(MAX_PAYLOAD)]

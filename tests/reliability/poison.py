@@ -18,7 +18,8 @@ from tavern_events.ids import new_id
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "events"
 NESTING = 100_000
-OVERSIZE = 2_000_000
+OVERSIZE = 1_000_000
+"""Big, and still under the bus's `max_payload` (1 MiB + 64 KiB): bigger never reaches a stream."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def common(good: Callable[[], dict[str, Any]]) -> list[Poison]:
         Poison("unknown event type", dumps(good() | {"type": "alien/probe"}), "skip"),
         Poison("newer version", dumps(good() | {"v": 99}), "skip"),
         Poison("deeply nested JSON", nested(), "dlq"),
-        Poison("oversize garbage (2 MB)", b"x" * OVERSIZE, "dlq"),
+        Poison("big garbage (1 MB)", b"x" * OVERSIZE, "dlq"),
     ]
 
 
@@ -75,7 +76,7 @@ def session_poison(session_id: str) -> list[Poison]:
 
     big = good()
     big["payload"]["text"] = "big " * (OVERSIZE // 4)
-    return [*common(good), Poison("oversize valid event (2 MB text)", dumps(big), "ok")]
+    return [*common(good), Poison("big valid event (1 MB text)", dumps(big), "ok")]
 
 
 def input_poison(session_id: str) -> list[Poison]:
@@ -118,5 +119,5 @@ def rpc_poison() -> list[Poison]:
         Poison(
             "deeply nested JSON", b'{"query": ' + b"[" * NESTING + b"]" * NESTING + b"}", "error"
         ),
-        Poison("oversize body (2 MB)", dumps({"query": "q" * OVERSIZE}), "error"),
+        Poison("big body (1 MB)", dumps({"query": "q" * OVERSIZE}), "error"),
     ]

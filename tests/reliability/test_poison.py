@@ -326,7 +326,8 @@ def rpc_subjects() -> dict[str, list[str]]:
     return {
         "ledger": [subjects.rpc("ledger", op) for op in ["ping", *ledger]],
         "projector": [
-            subjects.rpc("projector", op) for op in ["ping", "status", *projector_handlers.RPCS]
+            subjects.rpc("projector", op)
+            for op in ["ping", "status", *projector_handlers.RPCS, *projector_handlers.OWNED]
         ],
         "consolidator": [
             subjects.rpc("consolidator", op) for op in ["ping", *consolidator_handlers.RPCS]
@@ -360,7 +361,7 @@ async def _ask(stack: Stack, subject: str, item: Poison) -> RpcOutcome:
     return RpcOutcome(subject, item.name, "answered")
 
 
-OBJECT_POISONS = {"wrong field types", "ids with dots and wildcards", "oversize body (2 MB)"}
+OBJECT_POISONS = {"wrong field types", "ids with dots and wildcards", "big body (1 MB)"}
 """Poisons that are JSON objects: an RPC whose request has no required field and ignores
 unknown ones may take them as an empty request (lenient, not unsafe); all others must fail."""
 

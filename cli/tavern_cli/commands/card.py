@@ -1,7 +1,8 @@
 """`tavern card import FILE`: import a character card (JSON V1/V2/V3, PNG or CHARX), a
 lorebook (world info JSON), a persona or a SillyTavern persona backup. The file is validated
 completely first; a bad field is named and nothing is published. A card already imported (the
-same content from the same source format) is reported as such and not published again."""
+same content from the same source format) is reported as such and not published again. The
+asset belongs to the user the CLI acts as (`--user NAME`; the operator's belong to `local`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tavern_cli import initialise
+from tavern_cli import identity, initialise
 from tavern_cli.commands.replay import add_server_options, endpoints_of
 from tavern_cli.endpoints import nats_connection
 from tavern_cli.failure import fail
 from tavern_cli.rundir import data_dir_from_env
-from tavern_runtime.cards import importer
+from tavern_runtime.cards import cards, importer
 from tavern_runtime.cards.cards import ImportedAsset
 from tavern_runtime.errors import TavernError
 
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             "(`tavern st import FOLDER` imports a SillyTavern data folder)",
         )
     try:
-        assets = importer.read_assets(args.file, args.kind)
+        owner = identity.principal().owner
+        assets = [cards.owned_by(a, owner) for a in importer.read_assets(args.file, args.kind)]
         if args.check:
             for asset in assets:
                 console.print(f"[green]valid[/green] {_describe(asset)}")
@@ -62,7 +64,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 async def _publish(args: argparse.Namespace) -> list[importer.Published]:
     async with nats_connection(endpoints_of(args)) as nc:
         return await importer.import_all(
-            nc.jetstream(timeout=10), args.file, data_dir_from_env(), args.kind
+            nc.jetstream(timeout=10),
+            args.file,
+            data_dir_from_env(),
+            args.kind,
+            identity.principal().owner,
         )
 
 

@@ -1,5 +1,6 @@
 """`tavern st import PATH` brings chats, cards, lorebooks and personas in from SillyTavern;
-`tavern st export DIR` writes them out as a SillyTavern user data folder.
+`tavern st export DIR` writes them out as a SillyTavern user data folder. With `--user NAME`
+both act as that user: what is imported is theirs, and the export holds only what is theirs.
 
     tavern st import ~/SillyTavern/data/default-user          a whole user data folder
     tavern st import ~/SillyTavern/data/default-user/chats/default_Seraphina   one character
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tavern_cli import initialise
+from tavern_cli import identity, initialise
 from tavern_cli.commands.replay import (
     add_server_options,
     connections,
@@ -94,6 +95,7 @@ async def _import(
         args.architecture,
         args.context_mode if args.architecture == "agent-tavern" else None,
         args.character,
+        owner=identity.principal().owner,
     )
     columns = (
         TextColumn("{task.description}"),
@@ -140,7 +142,9 @@ def _export(args: argparse.Namespace) -> int:
 async def _export_to(args: argparse.Namespace, dest: Path) -> Exported:
     settings = projector_settings()
     async with connections(args, needs_nats=False) as (pool, _):
-        return await export.export_folder(pool, settings.chats_dir, settings.data_dir, dest)
+        return await export.export_folder(
+            pool, settings.chats_dir, settings.data_dir, dest, owner=identity.principal().user
+        )
 
 
 def show(console: Console, report: Report) -> None:

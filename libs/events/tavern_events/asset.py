@@ -1,4 +1,9 @@
-"""Asset events (ASSETS stream): character cards, lorebooks, personas, presets."""
+"""Asset events (ASSETS stream): character cards, lorebooks, personas, presets.
+
+Every asset belongs to the user who imported or made it (`owner`, as `session/created` records
+a session's). Events written before owners were recorded read as `local`, the default owner of
+a single-user install, so a replay rebuilds the same owners.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,9 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from tavern_events.envelope import AssetEvent, Payload
+from tavern_events.envelope import AssetEvent, Id, Payload
 from tavern_events.parts import Sha256Hex
+from tavern_events.reach import LOCAL_OWNER
 
 AssetKind = Literal["character", "lorebook", "persona", "preset"]
 
@@ -29,6 +35,8 @@ class AssetImportedPayload(Payload):
     """What was imported: `chara_card_v3`, `chara_card_v2`, `st_world_info`..."""
     filename: str | None = Field(default=None, max_length=255)
     image_locator: str | None = Field(default=None, max_length=1024)
+    owner: Id = LOCAL_OWNER
+    """The user the asset belongs to (`local` for the operator's and for older events)."""
 
 
 class AssetImported(AssetEvent):
@@ -45,6 +53,8 @@ class AssetUpdatedPayload(Payload):
     content_hash: Sha256Hex
     previous_hash: Sha256Hex | None = None
     image_locator: str | None = Field(default=None, max_length=1024)
+    owner: Id = LOCAL_OWNER
+    """Who the asset belongs to; an update never moves an asset to another owner."""
 
 
 class AssetUpdated(AssetEvent):
@@ -59,6 +69,7 @@ class AssetRemovedPayload(Payload):
     name: str = Field(min_length=1, max_length=200)
     content_hash: Sha256Hex | None = None
     reason: str | None = Field(default=None, max_length=500)
+    owner: Id = LOCAL_OWNER
 
 
 class AssetRemoved(AssetEvent):

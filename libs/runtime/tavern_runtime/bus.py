@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import get_logger
-from tavern_runtime.rpcguard import RpcLimits, is_rpc, rpc_guard
+from tavern_runtime.rpcguard import RPC_PREFIX, RpcLimits, is_rpc, rpc_guard
 from tavern_runtime.secretscan import redact_secrets
 from tavern_runtime.settings import TavernSettings
 
@@ -94,9 +94,16 @@ def connect_options(settings: TavernSettings, guard: ConnectionGuard) -> dict[st
     }
 
 
-def rpc_limits(settings: TavernSettings, deadline_s: float | None = None) -> RpcLimits:
-    """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming)."""
-    return RpcLimits(settings.rpc_max_request_bytes, deadline_s or settings.rpc_deadline_s)
+def rpc_limits(
+    settings: TavernSettings, deadline_s: float | None = None, max_request_bytes: int | None = None
+) -> RpcLimits:
+    """The RPC guard's limits; `deadline_s` for a service whose RPCs run long (dreaming),
+    `max_request_bytes` for one that reads less than the shared limit (refused unparsed)."""
+    return RpcLimits(
+        min(settings.rpc_max_request_bytes, max_request_bytes or settings.rpc_max_request_bytes),
+        deadline_s or settings.rpc_deadline_s,
+        max_backlog_bytes=settings.rpc_max_backlog_bytes,
+    )
 
 
 INBOX = "_INBOX"
@@ -213,11 +220,22 @@ async def connected(
 
 
 class TavernBroker(NatsBroker):
-    """A `NatsBroker` whose own `stop()` is not mistaken for a lost connection."""
+    """A `NatsBroker` whose own `stop()` is not mistaken for a lost connection, and whose RPC
+    subscriptions get the pending limits of the RPC guard (`RpcLimits.subscription_pending`)."""
 
-    def __init__(self, *args: Any, guard: ConnectionGuard, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, guard: ConnectionGuard, rpc: RpcLimits | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.guard = guard
+        self.rpc_limits = rpc or RpcLimits()
+
+    def subscriber(self, *args: Any, **kwargs: Any) -> Any:
+        subject = args[0] if args else kwargs.get("subject", "")
+        if str(subject).startswith(RPC_PREFIX) and kwargs.get("stream") is None:
+            for key, value in self.rpc_limits.subscription_pending.items():
+                kwargs.setdefault(key, value)
+        return super().subscriber(*args, **kwargs)
 
     async def stop(
         self,
@@ -261,15 +279,17 @@ def build_broker(
     *,
     on_lost: Callable[[], None] = exit_process,
     rpc_deadline_s: float | None = None,
+    rpc_max_request_bytes: int | None = None,
     **overrides: Any,
 ) -> TavernBroker:
     """A FastStream broker: nack on error, structlog logger, graceful stop, same connect options.
 
     Streams are provisioned elsewhere: bind subscribers with `JStream(name, declare=False)`.
     Every `tavern.rpc.>` handler runs inside the RPC guard (`tavern_runtime.rpcguard`), with
-    the shared limits or a service's own `rpc_deadline_s`.
+    the shared limits or a service's own `rpc_deadline_s` and (stricter) `rpc_max_request_bytes`.
     """
     guard = ConnectionGuard(name, on_lost)
+    limits = rpc_limits(settings, rpc_deadline_s, rpc_max_request_bytes)
     security = (
         NatsUserPassword(settings.nats_user, settings.nats_password) if settings.nats_user else None
     )
@@ -282,8 +302,8 @@ def build_broker(
         "js_options": {"timeout": JS_TIMEOUT_S},
         "security": security,
         "inbox_prefix": inbox_prefix_of(login_user(settings)),
-        "decoder": bounded_decoder(settings.rpc_max_request_bytes),
-        "middlewares": (rpc_guard(rpc_limits(settings, rpc_deadline_s)),),
+        "decoder": bounded_decoder(limits.max_request_bytes),
+        "middlewares": (rpc_guard(limits),),
         **overrides,
     }
-    return TavernBroker(settings.nats_servers, guard=guard, **options)
+    return TavernBroker(settings.nats_servers, guard=guard, rpc=limits, **options)

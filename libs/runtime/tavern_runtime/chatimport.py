@@ -27,6 +27,7 @@ from tavern_events.message import (
     UserMessage,
     UserMessagePayload,
 )
+from tavern_events.reach import LOCAL_OWNER
 from tavern_events.session import SessionCreated, SessionCreatedPayload
 from tavern_events.turn import (
     TurnEnded,
@@ -71,6 +72,8 @@ class ChatTarget:
     group: GroupBinding | None = None
     """A group chat's binding (its definition in `groups/`); `cast` names its speakers."""
     cast: tuple[Speaker, ...] = ()
+    owner: str = LOCAL_OWNER
+    """The user the imported sessions (and their cards) belong to."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,12 @@ class Outcome:
     messages: int = 0
 
 
-def session_id_for(source: str, chat: StChat) -> str:
-    """The session a chat file becomes: from its place (`<card stem>/<file name>`) and header."""
+def session_id_for(source: str, chat: StChat, owner: str = LOCAL_OWNER) -> str:
+    """The session a chat file becomes: from its place (`<card stem>/<file name>`), header and
+    owner (the `local` owner's ids are those made before owners existed)."""
     created = str(chat.header.get("create_date", ""))
-    digest = hashlib.sha256(f"{source}\n{created}".encode()).hexdigest()
+    key = f"{source}\n{created}" if owner == LOCAL_OWNER else f"{owner}:{source}\n{created}"
+    digest = hashlib.sha256(key.encode()).hexdigest()
     return f"st-{digest[:24]}"
 
 
@@ -184,6 +189,7 @@ def _created(
         persona_id=target.persona_id,
         title=title[:200] if title else None,
         group=target.group,
+        owner=target.owner,
     )
     return SessionCreated(
         id=_event_id(session_id, 0), session_id=session_id, ts=ts, payload=payload

@@ -30,6 +30,11 @@ ACCOUNT = "TAVERN"
 """The account of deploy/nats/accounts.conf; its streams live in `jetstream/TAVERN`."""
 GLOBAL_ACCOUNT = "$G"
 PG_DATABASE = "tavern"
+MAX_PAYLOAD = 1024 * 1024 + 64 * 1024
+"""The bus's largest message: the services' RPC request limit (`TAVERN_RPC_MAX_REQUEST_BYTES`,
+1 MiB) plus room for headers. Events stay under 900 KB and replies under 900 KiB; a request
+over it never reaches a service (nats-py refuses to send it, nats-server closes a connection
+that sends one). deploy/nats/*.conf and deploy/k8s/nats-values.yaml say the same."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -158,7 +163,7 @@ class EmbeddedNats:
             f'server_name: "{self.server_name}"\n'
             f'listen: "127.0.0.1:{self.port}"\n'
             f'http: "127.0.0.1:{self.http_port}"  # monitoring: loopback only\n'
-            f"max_payload: 8MB\n"
+            f"max_payload: {MAX_PAYLOAD}  # the RPC request limit plus headers\n"
             f'jetstream {{\n  store_dir: "{store}"{sync}\n}}\n'
             f"{include}"
         )

@@ -6,12 +6,21 @@ request that reaches a service is answered: a hostile body is refused before the
 a handler that raises or outlives the deadline still answers, and an error reply a handler
 built itself is brought into the model. `tavern_runtime.unknownops` answers operations nobody
 serves.
+
+Under a flood the guard sheds instead of queueing without bound: each subject's handler runs one
+request at a time, and when the requests waiting on the connection's RPC subscriptions hold
+more than `max_backlog_bytes` (or `max_backlog` requests), the next one is answered at once
+`unavailable` (retryable, reason `busy`) without being parsed. The queue drains as fast as
+replies can be written, so the process keeps reading its socket and nats-server never finds it
+a slow consumer; the subscriptions' own pending limits (`SUBSCRIPTION_PENDING`) stay above the
+budget, so nats-py never drops a request silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +47,23 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass(frozen=True)
 class RpcLimits:
-    """What every RPC of a service may ask: its body size and how long it may take."""
+    """What every RPC of a service may ask: its body size and how long it may take; how much
+    may wait on the connection before requests are shed."""
 
     max_request_bytes: int = 1024 * 1024
     deadline_s: float = 25.0
     max_depth: int = MAX_DEPTH
+    max_backlog_bytes: int = 32 * 1024 * 1024
+    max_backlog: int = 1024
+
+    @property
+    def subscription_pending(self) -> dict[str, int]:
+        """nats-py pending limits of an RPC subscription: above the shedding budget (plus
+        one request), so shedding, not a silent drop, answers a flood."""
+        return {
+            "pending_bytes_limit": 2 * self.max_backlog_bytes + 2 * self.max_request_bytes,
+            "pending_msgs_limit": 2 * self.max_backlog + 16,
+        }
 
 
 def is_rpc(subject: str, reply_to: str | None) -> bool:
@@ -124,6 +145,45 @@ def deadline_s(headers: Any, limits: RpcLimits) -> float:
     return min(limits.deadline_s, waits * CALLER_SHARE)
 
 
+# --- load ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Requests waiting on a connection's RPC subscriptions, behind the one being served."""
+
+    requests: int = 0
+    bytes: int = 0
+
+
+def backlog_of(raw: Any) -> Backlog:
+    """The backlog of the connection a nats-py message came in on (its RPC subscriptions)."""
+    client = getattr(raw, "_client", None)
+    subs = getattr(client, "_subs", None)
+    if not isinstance(subs, dict):
+        return Backlog()
+    waiting = [s for s in subs.values() if str(getattr(s, "subject", "")).startswith(RPC_PREFIX)]
+    return Backlog(
+        sum(int(getattr(s, "pending_msgs", 0)) for s in waiting),
+        sum(int(getattr(s, "pending_bytes", 0)) for s in waiting),
+    )
+
+
+SHED_RETRY_MS = 200
+
+
+def shed(backlog: Backlog, limits: RpcLimits) -> Reply | None:
+    """`unavailable` (busy, retryable) when the backlog is over the budget, else `None`."""
+    if backlog.bytes <= limits.max_backlog_bytes and backlog.requests <= limits.max_backlog:
+        return None
+    return error_reply(
+        "unavailable",
+        f"the service is busy ({backlog.requests} requests waiting); try again shortly",
+        reason="busy",
+        retry_after_ms=SHED_RETRY_MS,
+    )
+
+
 # --- failures as replies --------------------------------------------------------------------------
 
 
@@ -175,18 +235,46 @@ def normalised(reply: Any) -> Any:
 # --- the middleware -------------------------------------------------------------------------------
 
 
+class ShedCounter:
+    """Counts shed requests; logs `rpc_shedding` at most once a second (a flood would
+    otherwise write a line per request)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.count, self.logged_at = clock, 0, float("-inf")
+
+    def add(self, subject: str, backlog: Backlog) -> None:
+        self.count += 1
+        now = self.clock()
+        if now - self.logged_at >= 1.0:
+            self.logged_at = now
+            log.warning(
+                "rpc_shedding",
+                subject=subject,
+                shed=self.count,
+                waiting=backlog.requests,
+                waiting_bytes=backlog.bytes,
+            )
+
+
 class _Guard(BaseMiddleware):
-    def __init__(self, msg: Any, /, *, context: Any, limits: RpcLimits) -> None:
+    def __init__(
+        self, msg: Any, /, *, context: Any, limits: RpcLimits, counter: ShedCounter
+    ) -> None:
         super().__init__(msg, context=context)
-        self.limits = limits
+        self.limits, self.counter = limits, counter
 
     async def consume_scope(self, call_next: Callable[[Any], Awaitable[Any]], msg: Any) -> Any:
         subject = str(getattr(msg.raw_message, "subject", ""))
         if not is_rpc(subject, msg.reply_to):
             return await call_next(msg)
-        refused = too_large(msg.body, self.limits) or check_body(
-            await msg.decode(), msg.body, self.limits
-        )
+        refused = too_large(msg.body, self.limits)
+        if refused is None:
+            backlog = backlog_of(msg.raw_message)
+            refused = shed(backlog, self.limits)
+            if refused is not None:
+                self.counter.add(subject, backlog)
+                return refused
+        refused = refused or check_body(await msg.decode(), msg.body, self.limits)
         if refused is not None:
             log.info("rpc_refused", subject=subject, code=refused["error"]["code"])
             return refused
@@ -214,8 +302,9 @@ class _Guard(BaseMiddleware):
 
 def rpc_guard(limits: RpcLimits) -> Callable[..., BaseMiddleware]:
     """A broker middleware that guards every `tavern.rpc.>` handler of the broker."""
+    counter = ShedCounter()
 
     def build(msg: Any, /, *, context: Any) -> BaseMiddleware:
-        return _Guard(msg, context=context, limits=limits)
+        return _Guard(msg, context=context, limits=limits, counter=counter)
 
     return build

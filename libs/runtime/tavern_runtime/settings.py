@@ -49,6 +49,12 @@ class TavernSettings(BaseSettings):
         le=64 * 1024 * 1024,
         description="largest RPC request a service reads; bigger ones get a `too_large` error",
     )
+    rpc_max_backlog_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="requests (bytes) that may wait on a service's RPC subscriptions; past it "
+        "a request is answered `unavailable` (busy, retryable) at once instead of queued",
+    )
     rpc_deadline_s: float = Field(
         default=25.0,
         gt=0,

@@ -17,7 +17,7 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from tavern_events.replies import error_reply
-from tavern_runtime.bus import NatsConnection, connect
+from tavern_runtime.bus import NatsConnection, connect, rpc_limits
 from tavern_runtime.logs import get_logger
 from tavern_runtime.rpcguard import RPC_PREFIX
 from tavern_runtime.settings import TavernSettings
@@ -62,7 +62,14 @@ class UnknownOperations:
             reply = unknown_reply(msg.subject, prefix, served)
             await conn.nc.publish(msg.reply, json.dumps(reply).encode())
 
-        await conn.nc.subscribe(f"{prefix}>", queue=f"{self.service}-rpc-unknown", cb=on_request)
+        pending = rpc_limits(self.settings).subscription_pending
+        await conn.nc.subscribe(
+            f"{prefix}>",
+            queue=f"{self.service}-rpc-unknown",
+            cb=on_request,
+            pending_msgs_limit=pending["pending_msgs_limit"],
+            pending_bytes_limit=pending["pending_bytes_limit"],
+        )
 
     async def stop(self) -> None:
         if self.conn is not None:

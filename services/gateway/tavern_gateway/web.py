@@ -331,10 +331,11 @@ async def import_asset(
         )
     name = Path(file.filename or "upload").name[:255]
     try:
-        asset = cards.decode_file(data, kind, Path(name).stem)
+        found = cards.decode_file(data, kind, Path(name).stem)
     except CardError as exc:
         problem = f"{name} is not a card we can import: {exc.message}"
         raise ApiError("invalid", problem, reason="invalid_card") from None
+    asset = cards.owned_by(found, account.principal_name)  # the signed-in user's, by id too
     locator = (
         await asyncio.to_thread(importer.store_image, data, gw.settings.data_dir)
         if asset.kind == "character"

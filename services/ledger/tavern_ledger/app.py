@@ -38,7 +38,10 @@ def migrations() -> MigrationSet:
 
 def build_app(settings: LedgerSettings) -> FastStream:
     """The only wiring of the service; opens nothing until the app starts."""
-    broker = build_broker(settings, SERVICE)
+    # The guard refuses what the ledger would refuse anyway before parsing it (floods stay cheap).
+    broker = build_broker(
+        settings, SERVICE, rpc_max_request_bytes=settings.ledger_rpc_max_request_bytes
+    )
     store_handlers = handlers.register(broker, settings)
     resources = ServiceResources(streams=STREAMS, postgres=True, durables=durables_of(CONSUMERS))
     bindings = store_handlers.bindings_consumer(resources)

@@ -1,8 +1,9 @@
 """Who may ask the projector what: the principal of each RPC against the owner of the
 session it names (`projector.sessions.owner`). A user lists only their own sessions; the
-projection status and a replay are for the operator and the services. Refusals
-are logged as `access_refused` with the principal and what it named (the projector keeps no
-audit table).
+projection status and a replay are for the operator and the services. Assets are held to their
+owner in the queries themselves (`Asker.owner_filter`): a user reads only their own cards,
+lorebooks and personas, and another user's is answered `not_found` (`errors.NotYours`). Refusals
+are logged as `access_refused` with the principal and what it named (the projector keeps no audit table).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ STAFF_ONLY = ("status", "replay.start", "replay.status")
 
 @dataclass(frozen=True)
 class Asker:
-    """The verified principal of one request, and the owner whose sessions it may list
-    (None: every owner's)."""
+    """The verified principal of one request, and the owner whose sessions it may list and
+    whose assets it may read (None: every owner's)."""
 
     principal: Principal
     owner_filter: str | None

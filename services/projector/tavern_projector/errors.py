@@ -16,6 +16,15 @@ class NotFound(PermanentError):
     code = "not_found"
 
 
+class NotYours(NotFound):
+    """Another user's asset: answered exactly as one that does not exist (same code, same
+    message), so a reply never says it exists; the handler logs the refusal."""
+
+    def __init__(self, message: str, asset: str) -> None:
+        super().__init__(message)
+        self.asset = asset
+
+
 class ProjectionBusy(TransientError):
     """Another process is rebuilding this projection; try again shortly."""
 

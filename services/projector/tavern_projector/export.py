@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tavern_projector.chatfiles import ASIDE_MARK
 from tavern_projector.domain import stformat
 from tavern_runtime.cards import png
 
@@ -111,34 +112,68 @@ async def export_folder(
     data_dir: Path,
     dest: Path,
     progress: Callable[[str], None] = lambda what: None,
+    owner: str | None = None,
 ) -> Exported:
-    """Write the SillyTavern user data folder `dest` from the read models."""
+    """Write the SillyTavern user data folder `dest` from the read models: everything, or
+    only what belongs to `owner` (their cards, worlds, personas and chats)."""
     done = Exported()
     async with pool.acquire() as conn:
         cards = await conn.fetch(
             "SELECT asset_id, name, content, image_locator, file_stem FROM projector.characters"
-            " ORDER BY name"
+            " WHERE $1::text IS NULL OR owner = $1 ORDER BY name",
+            owner,
         )
         books = await conn.fetch(
-            "SELECT name, book FROM projector.lorebooks WHERE owner_id IS NULL ORDER BY name"
+            "SELECT name, book FROM projector.lorebooks WHERE owner_id IS NULL"
+            " AND ($1::text IS NULL OR owner = $1) ORDER BY name",
+            owner,
         )
         personas = await conn.fetch(
-            "SELECT asset_id, content FROM projector.personas ORDER BY name"
+            "SELECT asset_id, content FROM projector.personas"
+            " WHERE $1::text IS NULL OR owner = $1 ORDER BY name",
+            owner,
         )
-    rows = (list(cards), list(books), list(personas))
+        keys = None if owner is None else await _chat_keys(conn, owner)
+    rows = Rows(list(cards), list(books), list(personas), keys)
     await asyncio.to_thread(_write_all, rows, chats_dir, data_dir, dest, done, progress)
     return done
 
 
+@dataclass(frozen=True)
+class Rows:
+    cards: list[Any]
+    books: list[Any]
+    personas: list[Any]
+    chat_keys: frozenset[str] | None
+    """The chats to write (None: every chat file)."""
+
+
+async def _chat_keys(conn: Any, owner: str) -> frozenset[str]:
+    rows = await conn.fetch(
+        """SELECT c.chat_key FROM projector.chats c
+           JOIN projector.sessions s ON s.session_id = c.session_id WHERE s.owner = $1""",
+        owner,
+    )
+    return frozenset(str(r["chat_key"]) for r in rows)
+
+
+def _chat_wanted(relative: Path, keys: frozenset[str] | None) -> bool:
+    """A chat file (or one kept aside beside it) of a chat in `keys`."""
+    if keys is None:
+        return True
+    key = relative.with_suffix("").as_posix()
+    return key in keys or key.split(ASIDE_MARK)[0] in keys
+
+
 def _write_all(
-    rows: tuple[list[Any], list[Any], list[Any]],
+    rows: Rows,
     chats_dir: Path,
     data_dir: Path,
     dest: Path,
     done: Exported,
     progress: Callable[[str], None],
 ) -> None:
-    cards, books, personas = rows
+    cards, books, personas = rows.cards, rows.books, rows.personas
     for row in cards:
         _write_card(row, data_dir, dest, done)
         progress("character")
@@ -149,6 +184,8 @@ def _write_all(
         progress("lorebook")
     _write_personas([(r["asset_id"], _json(r["content"])) for r in personas], dest, done)
     for path in sorted(chats_dir.rglob("*.jsonl")) if chats_dir.exists() else []:
+        if not _chat_wanted(path.relative_to(chats_dir), rows.chat_keys):
+            continue
         target = dest / "chats" / path.relative_to(chats_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(saved_chat(path.read_bytes()))

@@ -12,12 +12,14 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Any
 
+import structlog
 from faststream.nats import NatsBroker
 
 from tavern_events import subjects
 from tavern_projector import queries
 from tavern_projector.access import Access, Asker
 from tavern_projector.core import Core
+from tavern_projector.errors import NotYours
 from tavern_runtime.context import Message
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
@@ -31,16 +33,17 @@ RPC_QUEUE = f"{SERVICE}-rpc"
 Query = Callable[[Any, Any], Awaitable[dict[str, Any]]]
 RPCS: dict[str, Query] = {
     "history.search": queries.history_search,
-    "character.get": queries.character_get,
-    "lore.search": queries.lore_search,
     "scene.get": queries.scene_get,
 }
 """Read-only queries; each authorizes its principal first (`tavern_projector.access`)."""
 OWNED: dict[str, Callable[[Any, Any, str | None], Awaitable[dict[str, Any]]]] = {
     "sessions.list": queries.sessions_list,
+    "character.get": queries.character_get,
+    "lore.search": queries.lore_search,
 }
-"""Queries that answer with the asker's own sessions only (every owner's for the operator).
-`replay.start` and `replay.status` (the operator's, `tavern_projector.replays`) follow."""
+"""Queries that answer with the asker's own sessions and assets only (every owner's for the
+operator and a service on its own account). `replay.start` and `replay.status` (the operator's,
+`tavern_projector.replays`) follow."""
 
 
 def register(broker: NatsBroker, core: Core) -> None:
@@ -91,10 +94,26 @@ def _answer(
     async def answer(body: Any, msg: Message) -> dict[str, Any]:
         try:
             asker = await access.check(core.pool(), operation, msg.headers, body)
-            return await query(core.pool(), body, asker)
+            with structlog.contextvars.bound_contextvars(principal=asker.principal.label):
+                try:
+                    return await query(core.pool(), body, asker)
+                except NotYours as exc:  # answered as a missing asset, logged as a refusal
+                    _refused(operation, asker, exc)
+                    raise
         except TavernError as exc:
             log.info("rpc_refused", operation=operation, code=exc.reply_code(), error=exc.message)
             return exc.as_reply()
 
     answer.__name__ = answer.__qualname__ = operation.replace(".", "_")
     return answer
+
+
+def _refused(operation: str, asker: Asker, exc: NotYours) -> None:
+    log.warning(
+        "access_refused",
+        rpc=operation,
+        code=exc.reply_code(),
+        principal=asker.principal.label,
+        asset=exc.asset,
+        reason="the asset belongs to another user",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from tavern_projector.domain import activation, history, stformat
@@ -20,7 +21,10 @@ from tavern_projector.domain.requests import (
     SessionsRequest,
     bounded,
 )
-from tavern_projector.errors import BadRequest, NotFound
+from tavern_projector.errors import BadRequest, NotFound, NotYours
+from tavern_runtime.logs import get_logger
+
+log = get_logger(__name__)
 
 Pool = Any
 LORE_CONTENT_MAX = 2000
@@ -91,44 +95,56 @@ def _history_row(r: Any) -> history.Row:
 # --- characters and personas ----------------------------------------------------------------------
 
 
-async def character_get(pool: Pool, raw: Any) -> dict[str, Any]:
+async def character_get(pool: Pool, raw: Any, owner: str | None = None) -> dict[str, Any]:
+    """A character's or persona's fields: one of `owner`'s (any owner's for None)."""
     request: CharacterRequest = validated(CharacterRequest, raw)
     allowed = CHARACTER_FIELDS if request.kind == "character" else PERSONA_FIELDS
     unknown = [f for f in request.fields if f not in allowed]
     if unknown:
         raise BadRequest(f"fields: unknown field {unknown[0]!r}; known: {', '.join(allowed)}")
     async with pool.acquire() as conn:
-        row = await _asset_row(conn, request)
+        row = await _asset_row(conn, request, owner)
     content = _json(row["content"])
     values = _character_values(content) if request.kind == "character" else content
     return _fields_reply(request, row, values)
 
 
-async def _asset_row(conn: Any, request: CharacterRequest) -> Any:
+async def _asset_row(conn: Any, request: CharacterRequest, owner: str | None) -> Any:
+    """The asset named by id or name, the asker's first; another owner's is `not_found`
+    exactly like one that does not exist (logged as a refusal), so nothing says it exists."""
     table = "characters" if request.kind == "character" else "personas"
     avatar = "file_stem" if request.kind == "character" else "NULL AS file_stem"
-    wanted = request.character or await _bound_asset(conn, request)
+    bound = await _bound_asset(conn, request)
+    wanted = request.character or (bound[0] if bound else None)
     if wanted is None:
         raise BadRequest("character: give a character (id or name) or a session with one")
+    visible = bound[1] if bound and not request.character else owner
     row = await conn.fetchrow(
-        f"""SELECT asset_id, name, content, content_hash, {avatar} FROM projector.{table}
+        f"""SELECT asset_id, name, content, content_hash, {avatar}, owner FROM projector.{table}
             WHERE asset_id = $1 OR lower(name) = lower($1)
-            ORDER BY asset_id = $1 DESC LIMIT 1""",
+            ORDER BY ($2::text IS NULL OR owner = $2) DESC, asset_id = $1 DESC LIMIT 1""",
         wanted,
+        visible,
     )
     if row is None:
         raise NotFound(f"no {request.kind} {wanted!r}")
+    if visible is not None and row["owner"] != visible:
+        raise NotYours(f"no {request.kind} {wanted!r}", wanted)
     return row
 
 
-async def _bound_asset(conn: Any, request: CharacterRequest) -> str | None:
+async def _bound_asset(conn: Any, request: CharacterRequest) -> tuple[str, str] | None:
+    """The session's character (or persona) and the session's owner, whose it must be."""
     if request.session_id is None:
         return None
     column = "character_id" if request.kind == "character" else "persona_id"
-    found = await conn.fetchval(
-        f"SELECT {column} FROM projector.sessions WHERE session_id = $1", request.session_id
+    found = await conn.fetchrow(
+        f"SELECT {column} AS asset, owner FROM projector.sessions WHERE session_id = $1",
+        request.session_id,
     )
-    return str(found) if found is not None else None
+    if found is None or found["asset"] is None:
+        return None
+    return str(found["asset"]), str(found["owner"])
 
 
 def _character_values(content: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +174,7 @@ def _fields_reply(request: CharacterRequest, row: Any, values: dict[str, Any]) -
             "kind": f"tavern-{request.kind}",
             "id": row["asset_id"],
             "hash": row["content_hash"],
+            "owner": row["owner"],
         },
     }
 
@@ -177,10 +194,12 @@ def _json(value: Any) -> dict[str, Any]:
 # --- lore -----------------------------------------------------------------------------------------
 
 
-async def lore_search(pool: Pool, raw: Any) -> dict[str, Any]:
+async def lore_search(pool: Pool, raw: Any, owner: str | None = None) -> dict[str, Any]:
+    """Activated lore from the books asked for and the session's character's: `owner`'s only
+    (any owner's for None); the session's character's books are its owner's."""
     request: LoreRequest = validated(LoreRequest, raw)
     async with pool.acquire() as conn:
-        books = await _books(conn, request)
+        books = await _books(conn, request, owner)
         chat = await _scan_messages(conn, request)
         last_seq = await _last_seq(conn, request.session_id)
     chat = [*chat, Message("", request.query)] if request.query.strip() else chat
@@ -200,22 +219,33 @@ async def lore_search(pool: Pool, raw: Any) -> dict[str, Any]:
     return _lore_reply(outcome, books, request, seed)
 
 
-async def _books(conn: Any, request: LoreRequest) -> list[Book]:
+async def _books(conn: Any, request: LoreRequest, owner: str | None) -> list[Book]:
     """The books asked for, the session's character's, and each character's linked world
-    (`data.extensions.world`), for a character given by id as much as through the session."""
-    wanted = list(request.books)
+    (`data.extensions.world`), for a character given by id as much as through the session.
+    Only one owner's assets are read: the asker's, or the session's owner's for its own."""
+    wanted, session_owner = list(request.books), owner
     if request.session_id is not None:
-        bound = await conn.fetchval(
-            """SELECT c.asset_id FROM projector.sessions s
-               JOIN projector.characters c ON c.asset_id = s.character_id
-                 OR lower(c.name) = lower(s.character_id)
-               WHERE s.session_id = $1 LIMIT 1""",
+        bound = await conn.fetchrow(
+            """SELECT c.asset_id, s.owner FROM projector.sessions s
+               JOIN projector.characters c ON c.owner = s.owner AND (c.asset_id = s.character_id
+                 OR lower(c.name) = lower(s.character_id))
+               WHERE s.session_id = $1 ORDER BY c.asset_id = s.character_id DESC LIMIT 1""",
             request.session_id,
         )
         if bound is not None:
-            wanted.append(str(bound))
+            wanted.append(str(bound["asset_id"]))
+            session_owner = owner or str(bound["owner"])
+    if owner is not None:
+        await _log_others(conn, request.books, owner)
+    return await _owned_books(conn, wanted, session_owner)
+
+
+async def _owned_books(conn: Any, wanted: list[str], owner: str | None) -> list[Book]:
     characters = await conn.fetch(
-        "SELECT content FROM projector.characters WHERE asset_id = ANY($1::text[])", wanted
+        """SELECT content FROM projector.characters
+           WHERE asset_id = ANY($1::text[]) AND ($2::text IS NULL OR owner = $2)""",
+        wanted,
+        owner,
     )
     for character in characters:
         world = ((_json(character["content"]).get("data") or {}).get("extensions") or {}).get(
@@ -225,13 +255,38 @@ async def _books(conn: Any, request: LoreRequest) -> list[Book]:
             wanted.append(world)
     rows = await conn.fetch(
         """SELECT asset_id, name, book FROM projector.lorebooks
-           WHERE asset_id = ANY($1::text[]) OR owner_id = ANY($1::text[])
-              OR lower(name) = ANY($2::text[])
+           WHERE (asset_id = ANY($1::text[]) OR owner_id = ANY($1::text[])
+              OR lower(name) = ANY($2::text[])) AND ($3::text IS NULL OR owner = $3)
            ORDER BY asset_id""",
         wanted,
         [w.lower() for w in wanted],
+        owner,
     )
     return [Book.of(_json(r["book"])) for r in rows]
+
+
+async def _log_others(conn: Any, named: Sequence[str], owner: str) -> None:
+    """A book named that only another user holds is left out like an unknown one; the
+    refusal is logged."""
+    if not named:
+        return
+    others = await conn.fetch(
+        """SELECT DISTINCT asset_id FROM projector.lorebooks
+           WHERE (asset_id = ANY($1::text[]) OR lower(name) = ANY($2::text[]))
+             AND owner <> $3 LIMIT 10""",
+        named,
+        [n.lower() for n in named],
+        owner,
+    )
+    if others:
+        log.warning(
+            "access_refused",
+            rpc="lore.search",
+            user=owner,
+            code="not_found",
+            books=[r["asset_id"] for r in others],
+            reason="the lorebooks belong to another user",
+        )
 
 
 async def _scan_messages(conn: Any, request: LoreRequest) -> list[Message]:
@@ -314,6 +369,7 @@ async def scene_get(pool: Pool, raw: Any) -> dict[str, Any]:
                FROM projector.sessions s
                LEFT JOIN projector.chats c ON c.session_id = s.session_id
                LEFT JOIN projector.characters ch ON ch.asset_id = s.character_id
+                 AND ch.owner = s.owner
                WHERE s.session_id = $1""",
             request.session_id,
         )

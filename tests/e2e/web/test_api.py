@@ -620,3 +620,38 @@ async def test_a_characters_memory_is_exported_for_its_owner(clients: dict[str, 
     plain = await _chat(user, "No character here.")
     refused = await user.get(f"/api/sessions/{plain}/memory/export/character")
     assert error_of(refused, 400)["code"] == "invalid"
+
+
+async def _import(c: Client, name: str) -> str:
+    headers = {"X-CSRF-Token": c.http.cookies.get("tavern_csrf") or ""}
+    data = (CARDS / name).read_bytes()
+    response = await c.http.post(
+        "/api/assets", files={"file": (name, data, "image/png")}, headers=headers
+    )
+    assert response.status_code == 200, response.text
+    return str(response.json()["asset_id"])
+
+
+async def test_a_user_cannot_see_or_use_another_users_card_by_id(
+    clients: dict[str, Client],
+) -> None:
+    owner, user = clients["owner"], clients["user"]
+    olgas = await _import(owner, "v2_mira.png")
+    umas = await _import(user, "v2_mira.png")
+    assert olgas != umas, "the same card imported by two users is two cards"
+    gallery = {c["asset_id"] for c in (await user.get("/api/characters")).json()["characters"]}
+    assert gallery == {umas}
+    assert olgas not in {a["asset_id"] for a in (await user.get("/api/assets")).json()["assets"]}
+    assert error_of(await user.get(f"/api/assets/{olgas}/avatar"), 404)["code"] == "not_found"
+    refused = await user.post("/api/sessions", {"character_id": olgas})
+    assert error_of(refused, 404)["code"] == "not_found"
+    theirs = (await owner.get("/api/characters")).json()["characters"]
+    assert umas not in {c["asset_id"] for c in theirs}
+
+    # Her own copy works end to end: the loop reads it as hers and opens with its greeting.
+    session_id = await _chat(user, "Good evening.", character_id=umas)
+    events = await _events(user, session_id, "turn/end", 2)
+    [created] = [e for _, e in events if e["type"] == "session/created"]
+    assert (created["payload"]["owner"], created["payload"]["character_id"]) == ("uma", umas)
+    said = [e["payload"]["content"] for _, e in events if e["type"] == "assistant/message"]
+    assert any("The door creaks open" in text for text in said), said

@@ -17,7 +17,7 @@ from tests.integration.loop.checks import RecordingProvider, of_type, recording_
 from tests.integration.profiles.conftest import command
 from tests.integration.projector.conftest import Projector
 from tests.integration.projector.test_cli import tavern
-from tests.support import eventually
+from tests.support import eventually, signed_user
 
 pytestmark = pytest.mark.integration
 
@@ -374,3 +374,31 @@ async def test_a_group_chat_and_its_definition_are_imported_and_continued(
     new = projected[-2:]
     assert [line["name"] for line in new] == ["Mira", "Tamsin"]
     assert [line["original_avatar"] for line in new] == ["default_Mira.png", "Tamsin.png"]
+
+
+async def test_a_folder_imported_as_a_user_is_theirs_and_their_export_holds_only_it(
+    projector: Projector, tmp_path: Path
+) -> None:
+    await imported_folder(projector, tmp_path / "operator")
+    await imported_folder(projector, tmp_path / "alice", "--user", "alice")
+    await projector.caught_up("chat", "assets", "sessions")
+    async with projector.pool.acquire() as conn:
+        owners = await conn.fetch(
+            "SELECT owner, count(*) AS n FROM projector.characters GROUP BY owner ORDER BY owner"
+        )
+        sessions = await conn.fetch(
+            "SELECT owner, count(*) AS n FROM projector.sessions GROUP BY owner ORDER BY owner"
+        )
+    assert [(r["owner"], r["n"]) for r in owners] == [("alice", 1), ("local", 1)]
+    assert [(r["owner"], r["n"]) for r in sessions] == [("alice", 3), ("local", 3)]
+
+    found = await projector.rpc(
+        "character.get", {"character": "Mira", "fields": ["name"]}, headers=signed_user("alice")
+    )
+    assert found["source"]["owner"] == "alice"
+    code, out = await tavern(projector, "st", "export", str(tmp_path / "hers"), "--user", "alice")
+    assert code == 0, out
+    assert "exported 1 characters, 3 chats, 1 worlds, 2 personas" in out
+    code, out = await tavern(projector, "st", "export", str(tmp_path / "bobs"), "--user", "bob")
+    assert code == 0, out
+    assert "exported 0 characters, 0 chats, 0 worlds, 0 personas" in out

@@ -133,3 +133,12 @@ def test_decode_does_not_mutate_a_dict_input() -> None:
     before = json.dumps(data, sort_keys=True)
     decode(data)
     assert json.dumps(data, sort_keys=True) == before
+
+
+@pytest.mark.parametrize("event_type", ["asset/imported", "asset/updated", "asset/removed"])
+def test_an_asset_event_from_before_owners_belongs_to_the_local_owner(event_type: str) -> None:
+    old = golden(event_type)
+    del old["payload"]["owner"]
+    event = decode(json.dumps(old).encode())
+    assert event.payload.owner == "local"
+    assert decode(golden_bytes(event_type)).payload.owner == "ren"

@@ -225,3 +225,20 @@ def test_a_sillytavern_persona_backup_is_each_of_its_personas() -> None:
 def test_the_same_content_from_another_format_is_another_event() -> None:
     v2 = cards.decode_file(fixture("v2_mira.json"))
     assert replace(v2, source_format="chara_card_v3").event_id != v2.event_id
+
+
+def test_an_assets_id_is_its_owners_and_the_local_owners_is_the_id_from_before_owners() -> None:
+    before = cards.asset_id_for("character", "Mira")
+    assert cards.asset_id_for("character", "Mira", "local") == before
+    alices = cards.asset_id_for("character", "Mira", "alice")
+    assert alices != before
+    assert alices != cards.asset_id_for("character", "Mira", "bob")
+    assert alices.startswith("mira-")
+    asset = cards.decode_file(fixture("v2_mira.json"))
+    owned = cards.owned_by(asset, "alice")
+    assert (owned.owner, owned.asset_id) == (
+        "alice",
+        cards.asset_id_for("character", "Mira", "alice"),
+    )
+    assert owned.event_id != asset.event_id, "each owner's import is an event of its own"
+    assert owned.content_hash == asset.content_hash

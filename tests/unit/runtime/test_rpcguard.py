@@ -7,6 +7,7 @@ import importlib
 
 import asyncpg
 import pytest
+from structlog.testing import capture_logs
 
 from tavern_events.replies import ERROR_CODES, ErrorReply
 from tavern_runtime import rpcguard
@@ -196,3 +197,61 @@ def test_the_deadline_is_the_services_or_less_when_the_caller_waits_less(
     headers: dict[str, str] | None, seconds: float
 ) -> None:
     assert rpcguard.deadline_s(headers, RpcLimits(deadline_s=25.0)) == pytest.approx(seconds)
+
+
+# --- shedding under a flood -----------------------------------------------------------------
+
+
+class _Sub:
+    def __init__(self, subject: str, msgs: int, size: int) -> None:
+        self.subject, self.pending_msgs, self.pending_bytes = subject, msgs, size
+
+
+class _Client:
+    def __init__(self, *subs: _Sub) -> None:
+        self._subs = dict(enumerate(subs))
+
+
+class _Raw:
+    def __init__(self, client: object) -> None:
+        self._client = client
+
+
+def test_the_backlog_counts_only_the_rpc_subscriptions_of_the_connection() -> None:
+    client = _Client(
+        _Sub("tavern.rpc.ledger.recall", 3, 3_000_000),
+        _Sub("tavern.rpc.ledger.memory.search", 1, 500),
+        _Sub("_INBOX_ledger.abc", 50, 90_000_000),  # replies to its own requests: not a backlog
+    )
+    assert rpcguard.backlog_of(_Raw(client)) == rpcguard.Backlog(4, 3_000_500)
+    assert rpcguard.backlog_of(object()) == rpcguard.Backlog()
+
+
+def test_a_request_is_shed_busy_and_retryable_only_past_the_budget() -> None:
+    limits = RpcLimits(max_backlog_bytes=10_000, max_backlog=5)
+    assert rpcguard.shed(rpcguard.Backlog(5, 10_000), limits) is None
+    for over in (rpcguard.Backlog(6, 0), rpcguard.Backlog(1, 10_001)):
+        reply = rpcguard.shed(over, limits)
+        assert reply is not None
+        error = ErrorReply.model_validate(reply).error
+        assert (error.code, error.retryable, error.reason) == ("unavailable", True, "busy")
+        assert (error.model_extra or {})["retry_after_ms"] > 0
+
+
+def test_subscriptions_hold_more_than_the_shedding_budget_so_nothing_is_dropped_silently() -> None:
+    limits = RpcLimits(max_request_bytes=1024, max_backlog_bytes=10_000, max_backlog=5)
+    pending = limits.subscription_pending
+    assert pending["pending_bytes_limit"] > limits.max_backlog_bytes + limits.max_request_bytes
+    assert pending["pending_msgs_limit"] > limits.max_backlog + 1
+
+
+def test_shedding_is_logged_at_most_once_a_second() -> None:
+    now = [100.0]
+    counter = rpcguard.ShedCounter(clock=lambda: now[0])
+    with capture_logs() as logs:
+        for _ in range(50):
+            counter.add("tavern.rpc.ledger.recall", rpcguard.Backlog(9, 9))
+        now[0] += 1.5
+        counter.add("tavern.rpc.ledger.recall", rpcguard.Backlog(9, 9))
+    said = [e for e in logs if e["event"] == "rpc_shedding"]
+    assert [e["shed"] for e in said] == [1, 51]

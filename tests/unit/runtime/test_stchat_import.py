@@ -191,3 +191,16 @@ def test_session_ids_follow_the_files_place_and_header() -> None:
     assert one != chatimport.session_id_for("default_Other/a.jsonl", chat)
     assert one.startswith("st-")
     assert len(one) <= 64
+
+
+def test_a_chat_imported_for_a_user_is_theirs_in_a_session_of_its_own() -> None:
+    chat = stchat.parse_chat(LONG.read_bytes())
+    local = chatimport.session_id_for("default_Mira/a.jsonl", chat)
+    assert local == chatimport.session_id_for("default_Mira/a.jsonl", chat, "local")
+    alices = chatimport.session_id_for("default_Mira/a.jsonl", chat, "alice")
+    assert alices != local
+    assert alices != chatimport.session_id_for("default_Mira/a.jsonl", chat, "bob")
+    created = planned(LONG.read_bytes(), owner="alice")[0]
+    assert created.type == "session/created"
+    assert created.payload.owner == "alice"
+    assert planned(LONG.read_bytes())[0].payload.owner == "local"

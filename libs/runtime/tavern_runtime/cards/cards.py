@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tavern_events.asset import content_hash_of
+from tavern_events.reach import LOCAL_OWNER
 from tavern_runtime.cards import charx, lorebook, png
 from tavern_runtime.cards.errors import CardError
 from tavern_runtime.cards.fields import Fields
@@ -49,6 +50,8 @@ class ImportedAsset:
     name: str
     content: dict[str, Any]
     source_format: str
+    owner: str = LOCAL_OWNER
+    """The user it is imported for (`owned_by`); its id is derived from it."""
 
     @property
     def content_hash(self) -> str:
@@ -62,12 +65,20 @@ class ImportedAsset:
         return f"imp-{hashlib.sha256(key.encode()).hexdigest()[:40]}"
 
 
-def asset_id_for(kind: str, name: str) -> str:
-    """A subject-safe id stable per kind and name: an ASCII slug plus a short hash."""
+def asset_id_for(kind: str, name: str, owner: str = LOCAL_OWNER) -> str:
+    """A subject-safe id stable per kind, name and owner: an ASCII slug plus a short hash.
+    The `local` owner's ids are those made before owners existed; another user's card of the
+    same name is another asset, so no import ever overwrites someone else's."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^A-Za-z0-9]+", "-", ascii_name).strip("-").lower()[:40]
-    digest = hashlib.sha256(f"{kind}/{name}".encode()).hexdigest()[:8]
+    key = f"{kind}/{name}" if owner == LOCAL_OWNER else f"{owner}:{kind}/{name}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
     return f"{slug}-{digest}" if slug else f"{kind}-{digest}"
+
+
+def owned_by(asset: ImportedAsset, owner: str) -> ImportedAsset:
+    """`asset` imported for `owner`: its owner and the id derived from it."""
+    return replace(asset, owner=owner, asset_id=asset_id_for(asset.kind, asset.name, owner))
 
 
 # --- detection ------------------------------------------------------------------------------------

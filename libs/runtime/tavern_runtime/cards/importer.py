@@ -18,6 +18,7 @@ from nats.js.errors import NotFoundError
 
 from tavern_events import subjects
 from tavern_events.asset import AssetImported, AssetImportedPayload
+from tavern_events.reach import LOCAL_OWNER
 from tavern_events.streams import ASSETS
 from tavern_events.union import Decoded, decode_or_skip, encode
 from tavern_runtime.cards import cards, png
@@ -57,6 +58,7 @@ def event_for(
         source_format=asset.source_format,
         filename=filename,
         image_locator=image_locator,
+        owner=asset.owner,
     )
     return AssetImported(id=asset.event_id, asset_id=asset.asset_id, ts=now, payload=payload)
 
@@ -86,20 +88,28 @@ async def publish(js: JetStreamContext, event: AssetImported) -> tuple[int, bool
 
 
 async def import_file(
-    js: JetStreamContext, path: Path, data_dir: Path, kind: AssetKind | None = None
+    js: JetStreamContext,
+    path: Path,
+    data_dir: Path,
+    kind: AssetKind | None = None,
+    owner: str = LOCAL_OWNER,
 ) -> Published:
     """Validate `path` fully, keep its image, publish its event (the first, for a file that
     holds several assets: `import_all` reports each)."""
-    return (await import_all(js, path, data_dir, kind))[0]
+    return (await import_all(js, path, data_dir, kind, owner))[0]
 
 
 async def import_all(
-    js: JetStreamContext, path: Path, data_dir: Path, kind: AssetKind | None = None
+    js: JetStreamContext,
+    path: Path,
+    data_dir: Path,
+    kind: AssetKind | None = None,
+    owner: str = LOCAL_OWNER,
 ) -> list[Published]:
     """Validate every asset in `path` first, keep a card's image, then publish each one not
-    already imported (the same content from the same source format)."""
+    already imported (the same content from the same source format) as `owner`'s."""
     data = await asyncio.to_thread(path.read_bytes)
-    assets = cards.decode_all(data, kind, path.stem)
+    assets = [cards.owned_by(a, owner) for a in cards.decode_all(data, kind, path.stem)]
     locator = store_image(data, data_dir) if assets[0].kind == "character" else None
     now = datetime.now(UTC)
     found = []
@@ -128,6 +138,10 @@ async def known_import(
     if not isinstance(result, Decoded) or not isinstance(result.event, AssetImported):
         return None
     p = result.event.payload
-    if (p.content_hash, p.source_format) != (asset.content_hash, asset.source_format):
+    if (p.content_hash, p.source_format, p.owner) != (
+        asset.content_hash,
+        asset.source_format,
+        asset.owner,
+    ):
         return None
     return result.event, msg.seq or 0

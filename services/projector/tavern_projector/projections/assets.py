@@ -1,5 +1,6 @@
 """Asset read models from the ASSETS stream: characters (with their embedded lorebooks),
-lorebooks and personas. An import of content already held changes nothing."""
+lorebooks and personas, each with the user it belongs to (`owner`, from its event). An import
+of content already held changes nothing, and an asset never changes owner once projected."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ async def upsert_character(conn: Conn, target: Target, event: AssetImported | As
     stem = stformat.card_stem(p.filename) if isinstance(p, AssetImportedPayload) else None
     await conn.execute(
         f"""INSERT INTO {table} (asset_id, name, content, content_hash,
-               source_format, image_locator, updated_at, file_stem)
-            VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8)
+               source_format, image_locator, updated_at, file_stem, owner)
+            VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)
             ON CONFLICT (asset_id) DO UPDATE SET name = EXCLUDED.name,
                content = EXCLUDED.content, content_hash = EXCLUDED.content_hash,
                source_format = COALESCE(EXCLUDED.source_format, {table}.source_format),
@@ -85,6 +86,7 @@ async def upsert_character(conn: Conn, target: Target, event: AssetImported | As
         p.image_locator,
         event.ts,
         stem,
+        p.owner,
     )
     book = _embedded(event)
     await conn.execute(
@@ -113,8 +115,8 @@ async def upsert_book(
     name = book.get("name") or getattr(event.payload, "name", asset_id)
     await conn.execute(
         f"""INSERT INTO {target.table("lorebooks")} (asset_id, name, owner_id, book,
-               content_hash, updated_at)
-            VALUES ($1, $2, $3, $4::jsonb, $5, $6)
+               content_hash, updated_at, owner)
+            VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)
             ON CONFLICT (asset_id) DO UPDATE SET name = EXCLUDED.name,
                owner_id = EXCLUDED.owner_id, book = EXCLUDED.book,
                content_hash = EXCLUDED.content_hash, updated_at = EXCLUDED.updated_at""",
@@ -124,6 +126,7 @@ async def upsert_book(
         json.dumps(book),
         event.payload.content_hash,
         event.ts,
+        event.payload.owner,
     )
 
 
@@ -131,8 +134,8 @@ async def upsert_persona(conn: Conn, target: Target, event: AssetImported | Asse
     p = event.payload
     await conn.execute(
         f"""INSERT INTO {target.table("personas")} (asset_id, name, content, content_hash,
-               updated_at)
-            VALUES ($1, $2, $3::jsonb, $4, $5)
+               updated_at, owner)
+            VALUES ($1, $2, $3::jsonb, $4, $5, $6)
             ON CONFLICT (asset_id) DO UPDATE SET name = EXCLUDED.name,
                content = EXCLUDED.content, content_hash = EXCLUDED.content_hash,
                updated_at = EXCLUDED.updated_at""",
@@ -141,4 +144,5 @@ async def upsert_persona(conn: Conn, target: Target, event: AssetImported | Asse
         json.dumps(p.content),
         p.content_hash,
         event.ts,
+        p.owner,
     )

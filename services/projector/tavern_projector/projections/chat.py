@@ -210,9 +210,9 @@ class ChatProjection(Projection):
                 first.session_id, first.session_id, self.names.character, self.names.user
             )
         p = first.payload
-        card = await character_row(conn, p.character_id)
+        card = await character_row(conn, p.character_id, p.owner)
         character = (card["name"] if card else None) or self.names.character
-        user = await asset_name(conn, "personas", p.persona_id) or self.names.user
+        user = await asset_name(conn, "personas", p.persona_id, p.owner) or self.names.user
         return ChatBinding(
             first.session_id,
             p.chat_id,
@@ -354,25 +354,29 @@ async def mark_needs_repair(conn: Conn, table: str, session_id: str, seq: int, e
     )
 
 
-async def asset_name(conn: Conn, table: str, asset_id: str | None) -> str | None:
+async def asset_name(conn: Conn, table: str, asset_id: str | None, owner: str) -> str | None:
+    """The name of `owner`'s asset (a session reads only its owner's cards and personas)."""
     if asset_id is None:
         return None
     found = await conn.fetchval(
-        f"SELECT name FROM projector.{table} WHERE asset_id = $1 OR lower(name) = lower($1)"
-        " ORDER BY asset_id = $1 DESC LIMIT 1",
+        f"SELECT name FROM projector.{table} WHERE owner = $2"
+        " AND (asset_id = $1 OR lower(name) = lower($1)) ORDER BY asset_id = $1 DESC LIMIT 1",
         asset_id,
+        owner,
     )
     return str(found) if found is not None else None
 
 
-async def character_row(conn: Conn, asset_id: str | None) -> Any:
-    """The bound card's name and file stem (by id, or by name as a client may give it)."""
+async def character_row(conn: Conn, asset_id: str | None, owner: str) -> Any:
+    """The bound card's name and file stem (by id, or by name as a client may give it), if
+    it is the session owner's."""
     if asset_id is None:
         return None
     return await conn.fetchrow(
-        "SELECT name, file_stem FROM projector.characters WHERE asset_id = $1"
-        " OR lower(name) = lower($1) ORDER BY asset_id = $1 DESC LIMIT 1",
+        "SELECT name, file_stem FROM projector.characters WHERE owner = $2"
+        " AND (asset_id = $1 OR lower(name) = lower($1)) ORDER BY asset_id = $1 DESC LIMIT 1",
         asset_id,
+        owner,
     )
 
 
