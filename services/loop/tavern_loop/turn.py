@@ -673,11 +673,13 @@ class TurnRunner:
     def _for_speaker(self, plan: RequestPlan, speaker: Speaker) -> RequestPlan:
         """A group member's request: the roster in the system prompt and (agent-tavern) the
         others' lines as named history; `params` say so, for the rebuild."""
+        if "st" in plan.params:  # the st profile assembles SillyTavern's own group prompt
+            return replace(plan, params={**plan.params, "speaker": speaker.name})
         names = self.cast.names if self.cast is not None else {}
         others = [n for cid, n in names.items() if cid != speaker.character_id]
         system = f"{plan.system}\n\n{group_note(speaker.name, others)}"
         params = {**plan.params, "system": system, "speaker": speaker.name}
-        history = plan.history if "st" in params else for_member(plan.history, speaker.name)
+        history = for_member(plan.history, speaker.name)
         return replace(plan, system=system, params=params, history=history, history_tokens=None)
 
     def _scene_group(self, speaker: Speaker) -> dict[str, Any]:

@@ -377,3 +377,41 @@ async def test_the_model_chooses_the_next_speaker_where_the_group_lets_it(
     assert result.payload.ok is False
     assert "does not let the model choose" in result.payload.content
     assert {e.actor_id for e in replies(events, 3)} == {ids["Mira"]}, "nobody else speaks"
+
+
+async def test_the_st_profile_sends_sillytaverns_group_prompt(
+    projector: Projector, tmp_path: Path
+) -> None:
+    ids = await cast(projector, tmp_path)
+    names = {cid: name for name, cid in ids.items()}
+    model = RecordingProvider()
+    await projector.bus.engine(router=recording_router(model))
+    binding = group(ids, ["Mira", "Cael", "Oren"], activation="list")
+    await create(projector, "stg", binding, architecture="st")
+    for index, text in enumerate(LINES[:2]):
+        await projector.bus.say("stg", text)
+        await projector.bus.turns_ended("stg", index + 2)
+    events = await projector.bus.turns_ended("stg", 3)
+    sent = model.chat()
+    asked = [e for e in of_type(events, "agent/request")]
+    assert len(sent) == len(asked) == 6, "three members, two turns"
+    for request, messages in zip(asked, sent, strict=True):
+        speaker = names[request.actor_id]
+        system = messages[0]["content"]
+        assert system.endswith("[Start a new group chat. Group members: Mira, Cael, Oren]")
+        assert "Group chat with" not in system, "SillyTavern's prompt, not agent-tavern's note"
+        assert messages[-1] == {
+            "role": "system",
+            "content": f"[Write the next reply only as {speaker}.]",
+        }
+        for message in messages[1:-1]:
+            if message["role"] == "assistant":
+                assert message["content"].split(": ", 1)[0] in ("Mira", "Cael", "Oren")
+    last = sent[-1]
+    said = [m["content"] for m in last if m["role"] == "assistant"]
+    assert said[0] == "Mira: Mira looks up.", "the greeting, named"
+    earlier = replies(events)[-3:-1]
+    assert said[-2:] == [f"{names[e.actor_id]}: {e.payload.content}" for e in earlier]
+    for reply in replies(events):  # the offline model answers in the member's name
+        assert reply.payload.content.startswith(f"{names[reply.actor_id]} here. You ")
+    check_rebuilt(events, sent)
