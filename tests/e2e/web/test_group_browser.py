@@ -47,6 +47,9 @@ async def _group_chat(stack: Stack, page: Any) -> None:
     await page.get_by_role("button", name="Start chat").click()
     await page.wait_for_url(re.compile(r"/chat/s-"))
     await page.get_by_text(re.compile("group of 2")).wait_for()
+    await page.get_by_role(
+        "heading", name=re.compile(r"^Group chat with (Mira, 苏青|苏青, Mira)$")
+    ).wait_for()
     await page.get_by_role("button", name="Let 苏青 speak").wait_for()
     await page.get_by_role("button", name="Let Mira speak").wait_for()
     await page.get_by_text(re.compile("^(The door creaks open.|门吱呀一声开了。)$")).wait_for()

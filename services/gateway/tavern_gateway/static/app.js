@@ -199,6 +199,8 @@ async function groupControls(group) {
   const box = $("#group-controls");
   if (!box) return;
   box.hidden = false;
+  const everyone = group.members.map((m) => names.get(m.character_id) || m.character_id).join(", ");
+  $("#chat-title").textContent = `Group chat${group.name ? " " + group.name : ""} with ${everyone}`;
   box.replaceChildren(el("h2", { text: `Group: ${group.name || "unnamed"}` }));
   for (const m of group.members) {
     const name = names.get(m.character_id) || m.character_id;
@@ -322,7 +324,7 @@ async function greeting(characterId) {
     const found = await api("GET", "/api/characters");
     const c = found.characters.find((x) => x.asset_id === characterId);
     if (!c) return;
-    $("#chat-title").textContent = `Chat with ${c.name}`;
+    if (!chat.binding || !chat.binding.group) $("#chat-title").textContent = `Chat with ${c.name}`;
     if (c.greeting) {
       const node = el("li", { id: "greeting", class: "turn" }, el("div", { class: "msg assistant greeting-msg" }, el("div", { class: "who", text: c.name }), el("div", { class: "text", html: markdown(c.greeting) })));
       $("#log").prepend(node);
