@@ -184,6 +184,7 @@ def _created(
         persona_id=target.persona_id,
         title=title[:200] if title else None,
         group=target.group,
+        memory_reach="chat" if target.group is not None else None,  # a group chat's own
     )
     return SessionCreated(
         id=_event_id(session_id, 0), session_id=session_id, ts=ts, payload=payload

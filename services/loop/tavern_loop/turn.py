@@ -542,7 +542,7 @@ class TurnRunner:
         owner = self.held.state.binding.owner
         headers = credentials.headers(LOOP.acting_for(owner)) if credentials else None
         found = await client.fetch(
-            self.held.session_id, query, self.draft.turn, self.draft.step, headers
+            self.held.session_id, query, self.draft.turn, self.draft.step, headers, self._member()
         )
         if found is None:
             return
@@ -555,6 +555,11 @@ class TurnRunner:
                 UserMessage, UserMessagePayload(text=text), source="plugin:ledger", form="recall"
             )
         )
+
+    def _member(self) -> Speaker | None:
+        """The group member whose own memory is recalled beside the chat's (reach `member`)."""
+        group = self.held.state.binding.group
+        return self.speaker if group is not None and group.reach == "member" else None
 
     async def _approvals(self) -> None:
         """Style promotions awaiting a human (consolidator), shown at a turn's first step."""
