@@ -62,7 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     imports.add_argument("--check", action="store_true", help="validate only; publish nothing")
     add_server_options(imports)
     exports = sub.add_parser(
-        "export", help="write a SillyTavern user data folder: cards, chats, worlds, personas"
+        "export",
+        help="write a SillyTavern user data folder: cards, chats, groups, worlds, personas",
     )
     exports.add_argument("dir", type=Path)
     exports.add_argument("--force", action="store_true", help="write into a non-empty folder")
@@ -134,7 +135,8 @@ def _export(args: argparse.Namespace) -> int:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     console.print(
         f"[green]exported[/green] {done.characters} characters, {done.chats} chats, "
-        f"{done.worlds} worlds, {done.personas} personas to {escape(str(dest))}"
+        f"{done.groups} groups, {done.worlds} worlds, {done.personas} personas"
+        f" to {escape(str(dest))}"
     )
     return 0
 

@@ -31,6 +31,7 @@ from tavern_llm.phrases import (
     is_recall,
     matching,
     message_text,
+    nudged,
     recalled_lines,
     remember_topic,
     speaker_in,
@@ -157,18 +158,21 @@ def _extends(messages: list[dict[str, Any]], earlier: list[dict[str, Any]], end:
 def compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
     """Decide the reply from the conversation alone; a group chat's member answers in its
     own name."""
-    reply = _compose(messages, offered)
     system = next((m for m in messages if m.get("role") == "system"), {})
-    speaker = speaker_in(message_text(system)) if system else None
+    speaker = (speaker_in(message_text(system)) if system else None) or nudged(messages)
+    reply = _compose(messages, offered, speaker)
     if speaker is None or not reply.text:
         return reply
     return replace(reply, text=f"{speaker} here. {reply.text}")
 
 
-def _compose(messages: list[dict[str, Any]], offered: set[str]) -> Reply:
+def _compose(messages: list[dict[str, Any]], offered: set[str], speaker: str | None) -> Reply:
     last: dict[str, Any] = next(
         (m for m in reversed(messages) if m.get("role") != "system" and not is_recall(m)), {}
     )
+    said = message_text(last)
+    if speaker and last.get("role") == "assistant" and not said.startswith(f"{speaker}: "):
+        return reply_to(said, offered, recalled_context(messages))  # another member's line
     if last.get("role") == "tool":
         return Reply(text=summarise_results(messages))
     if last.get("role") != "user":

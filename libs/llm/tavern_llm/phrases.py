@@ -187,6 +187,21 @@ def remember_topic(text: str) -> str | None:
     return "" if re.search(r"你(?:还)?记得(?:什么|哪些)", text) else None
 
 
+NUDGE = re.compile(r"^\[Write the next reply only as (.+?)\.\]$")
+"""SillyTavern's group nudge (the `st` profile's last system line in a group chat)."""
+
+
+def nudged(messages: list[dict[str, Any]]) -> str | None:
+    """The member an `st` group request is written for, from its nudge after the history."""
+    for message in reversed(messages):
+        if message.get("role") != "system":
+            return None
+        found = NUDGE.match(str(message.get("content") or "").strip())
+        if found:
+            return found.group(1)
+    return None
+
+
 def speaker_in(system: str) -> str | None:
     """The member a group request is written for, read back from the loop's group note
     (`[Group chat with … Write the next reply only as NAME; the others …]`)."""

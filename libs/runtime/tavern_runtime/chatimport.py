@@ -190,6 +190,7 @@ def _created(
         title=title[:200] if title else None,
         group=target.group,
         owner=target.owner,
+        memory_reach="chat" if target.group is not None else None,  # a group chat's own
     )
     return SessionCreated(
         id=_event_id(session_id, 0), session_id=session_id, ts=ts, payload=payload

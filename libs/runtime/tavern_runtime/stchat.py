@@ -65,7 +65,8 @@ class StChat:
 def parse_chat(data: bytes, *, group: bool = False) -> StChat:
     """The header and lines of a chat file; raises `ChatFileError` naming what is wrong.
 
-    A group chat's header may hold only `chat_metadata` (SillyTavern writes no names there)."""
+    A group chat has no header line as SillyTavern's `group/save` writes it (its metadata is in
+    the group's definition); one that has one may hold only `chat_metadata`."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -80,7 +81,9 @@ def parse_chat(data: bytes, *, group: bool = False) -> StChat:
         if group
         else ("user_name", "character_name")
     )
-    if "mes" in head or not any(k in head for k in named):
+    if group and ("mes" in head or "name" in head):  # SillyTavern writes no header line there
+        number, head, found = 0, {}, [(0, {}), *found]
+    elif "mes" in head or not any(k in head for k in named):
         raise ChatFileError(f"line {number}: not a chat header (no user_name/character_name)")
     lines = tuple(_message(n, value) for n, value in found[1:])
     return StChat(head, lines, hashlib.sha256(data).hexdigest())

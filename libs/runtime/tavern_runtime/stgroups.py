@@ -2,7 +2,9 @@
 
 SillyTavern names members by card file (`default_Mira.png`), lists muted ones in
 `disabled_members`, numbers its activation strategies (0 natural, 1 list, 2 manual, 3 pooled)
-and lists the group's chats (`group chats/<chat id>.jsonl`) in `chats`.
+and lists the group's chats (`group chats/<chat id>.jsonl`) in `chats`. A definition that
+AgentTavern exported also carries, under `agentTavern`, what SillyTavern has no field for
+(talkativeness per member, auto mode and its bound, the model choosing, memory reach).
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ from tavern_events.group import Activation, GroupBinding, GroupMember, Speaker
 
 ACTIVATIONS: dict[int, Activation] = {0: "natural", 1: "list", 2: "manual", 3: "pooled"}
 MAX_TALKATIVENESS_DEFAULT = 0.5
+PROVENANCE = "agentTavern"
+SETTINGS = {
+    "auto_mode": "autoMode",
+    "auto_bound": "autoBound",
+    "model_chooses": "modelChooses",
+    "reach": "reach",
+}
+"""Group settings SillyTavern has no field for, as an export writes them under `agentTavern`."""
 
 
 @dataclass(frozen=True)
@@ -67,18 +77,18 @@ def group_of(definition: Any, cards: Mapping[str, Card]) -> Group:
     strategy = definition.get("activation_strategy", 0)
     ids = list(dict.fromkeys(cards[s].asset_id for s in stems))
     by_id = {cards[s].asset_id: (s, cards[s]) for s in stems}
+    ours = _ours(definition)
+    talk = _talkativeness(ours, by_id)
     try:
         binding = GroupBinding(
             group_id=_group_id(definition),
             name=str(definition.get("name") or "")[:200],
-            members=tuple(
-                GroupMember(character_id=cid, talkativeness=by_id[cid][1].talkativeness)
-                for cid in ids
-            ),
+            members=tuple(GroupMember(character_id=cid, talkativeness=talk[cid]) for cid in ids),
             disabled=tuple(cid for cid in ids if by_id[cid][0] in disabled),
             activation=ACTIVATIONS.get(strategy if isinstance(strategy, int) else 0, "natural"),
             allow_self_responses=bool(definition.get("allow_self_responses")),
             auto_delay_seconds=_delay(definition.get("auto_mode_delay")),
+            **{k: ours[v] for k, v in SETTINGS.items() if v in ours},
         )
     except ValidationError as exc:
         raise GroupRefused(f"not a usable group: {exc.errors()[0]['msg']}") from None
@@ -87,6 +97,29 @@ def group_of(definition: Any, cards: Mapping[str, Card]) -> Group:
         for cid in ids
     )
     return Group(binding, cast, chats_of(definition))
+
+
+def _ours(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """What an AgentTavern export added to the definition (`agentTavern`), else nothing."""
+    found = definition.get(PROVENANCE)
+    return found if isinstance(found, dict) else {}
+
+
+def _talkativeness(
+    ours: Mapping[str, Any], by_id: Mapping[str, tuple[str, Card]]
+) -> dict[str, float]:
+    """Each member's talkativeness: as the group set it (an export's, by card file), else its
+    card's."""
+    given = ours.get("talkativeness")
+    given = given if isinstance(given, dict) else {}
+    found = {}
+    for cid, (stem, card) in by_id.items():
+        value = given.get(f"{stem}.png")
+        if isinstance(value, int | float) and 0 <= value <= 1:
+            found[cid] = float(value)
+        else:
+            found[cid] = card.talkativeness
+    return found
 
 
 def speaker_of(line: Mapping[str, Any], cast: tuple[Speaker, ...]) -> Speaker | None:

@@ -162,6 +162,10 @@ class NewSession(BaseModel):
     character_id: str | None = Field(default=None, max_length=64)
     persona_id: str | None = Field(default=None, max_length=64)
     memory_reach: Literal["chat", "character", "agent"] | None = None
+    members: list[str] = Field(default_factory=list, max_length=64)
+    """A group chat: its members' character ids (two or more; the first opens the chat)."""
+    group_name: str = Field(default="", max_length=200)
+    activation: Literal["natural", "list", "pooled", "manual"] = "natural"
 
 
 class Message(BaseModel):
@@ -169,7 +173,7 @@ class Message(BaseModel):
 
 
 class Command(BaseModel):
-    name: Literal["compact", "swipe", "regenerate", "mode", "fork"]
+    name: Literal["compact", "swipe", "regenerate", "mode", "fork", "speak"]
     args: dict[str, str | int | bool] = Field(default_factory=dict)
 
 
@@ -383,10 +387,26 @@ async def new_session(body: NewSession, account: User, gw: G) -> dict[str, Any]:
         value = getattr(body, key)
         if value:
             args[key] = value
-    if body.character_id and not await gw.store.imported(account.principal_name, body.character_id):
-        raise ApiError("not_found", f"no character {body.character_id} of yours")
+    for character in filter(None, [body.character_id, *body.members]):
+        if not await gw.store.imported(account.principal_name, character):
+            raise ApiError("not_found", f"no character {character} of yours")
+    if body.members:
+        args["group"] = group_args(session_id, body)
+        args.pop("character_id", None)  # the group's first member opens the chat
     await gw.bus.send_command(account.principal, session_id, "create", args)
     return {"session_id": session_id, "url": f"/chat/{session_id}"}
+
+
+def group_args(session_id: str, body: NewSession) -> dict[str, Any]:
+    """The `create` command's group binding for the members chosen in the web app."""
+    if len(set(body.members)) != len(body.members) or len(body.members) < 2:
+        raise ApiError("invalid", "a group chat has two or more different members")
+    return {
+        "group_id": f"g-{session_id.removeprefix('s-')}",
+        "name": body.group_name,
+        "members": [{"character_id": m} for m in body.members],
+        "activation": body.activation,
+    }
 
 
 @api.post("/sessions/{session_id}/messages", summary="Say something in a chat")
@@ -395,7 +415,9 @@ async def send(session_id: str, body: Message, account: User, gw: G) -> dict[str
     return {"input_id": await gw.bus.send_message(account.principal, session_id, body.text)}
 
 
-@api.post("/sessions/{session_id}/commands", summary="/compact, /swipe, /regenerate, /mode, /fork")
+@api.post(
+    "/sessions/{session_id}/commands", summary="/compact, /swipe, /regenerate, /mode, /fork, /speak"
+)
 async def command(session_id: str, body: Command, account: User, gw: G) -> dict[str, Any]:
     session_id = await own_session(gw, account, session_id)
     args = dict(body.args)

@@ -65,6 +65,10 @@ class Access:
             raise UnknownSession(f"session {session_id!r} has no binding (yet)")
         await self._check(principal, owner, op, f"session {session_id!r}", session_id, session_id)
 
+    async def owner_of(self, session_id: str) -> str | None:
+        """The session's owner (from the ledger, else its log); None: not known yet."""
+        return await self._owner_of_session(session_id)
+
     async def _owner_of_session(self, session_id: str) -> str | None:
         known = self._owners.get(session_id)
         if known is not None:

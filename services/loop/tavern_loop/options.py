@@ -59,6 +59,9 @@ class StOptions:
     personality_format: str = "[{{char}}'s personality: {{personality}}]"
     scenario_format: str = "[Circumstances and context of the dialogue: {{scenario}}]"
     new_chat_prompt: str = "[Start a new Chat]"
+    new_group_chat_prompt: str = "[Start a new group chat. Group members: {{group}}]"
+    group_nudge_prompt: str = "[Write the next reply only as {{char}}.]"
+    """A group chat's nudge, the last line of the chat history (SillyTavern's default)."""
     example_chat_prompt: str = "[Example Chat]"
     reply_tokens: int = 800
     """Reserved for the answer; the chat history fills what the window leaves."""

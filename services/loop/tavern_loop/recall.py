@@ -11,6 +11,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from tavern_events import subjects
+from tavern_events.group import Speaker
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -37,9 +38,14 @@ class RecallClient:
         turn: int,
         step: int,
         headers: dict[str, str] | None = None,
+        member: Speaker | None = None,
     ) -> Recall | None:
-        """`headers` carry who asks (the loop acting for the session's owner)."""
-        request = {"session_id": session_id, "query": query, "turn": turn, "step": step}
+        """`headers` carry who asks (the loop acting for the session's owner); `member`, a
+        group chat's speaking member, recalls its own memory beside the group chat's."""
+        request: dict[str, Any] = {"session_id": session_id, "query": query, "turn": turn}
+        request["step"] = step
+        if member is not None:
+            request |= {"member": member.character_id, "member_name": member.name}
         try:
             reply = await self._nc.request(
                 RECALL_SUBJECT, json.dumps(request).encode(), timeout=self._timeout, headers=headers

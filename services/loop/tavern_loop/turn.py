@@ -68,7 +68,7 @@ from tavern_loop.domain.access import input_refusal
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.greeting import GREETING
-from tavern_loop.domain.groupchat import chat_lines, for_member, group_note
+from tavern_loop.domain.groupchat import chat_lines, for_member, group_note, picked_next
 from tavern_loop.domain.history import derive_messages
 from tavern_loop.domain.speakers import Choice
 from tavern_loop.greeter import greeting_payload
@@ -317,13 +317,19 @@ class TurnRunner:
         if not speakers:  # manual (or nobody may speak): what was said is kept
             await self._user_messages(messages, [])
             return await self._end("completed", reason="no speaker")
-        inputs = messages
-        for member in speakers:
+        inputs, queue, picks = messages, list(speakers), 0
+        while queue:
+            member = queue.pop(0)
             self.speak_as(member)
             self.reply_form = form
+            mark = len(self.held.events)
             if await self._steps(inputs, last=False):
                 return await self._group_end()
             inputs = []
+            picked = self._picked(mark, picks)
+            if picked is not None:  # the model chose who answers next: that member, now
+                picks += 1
+                queue = [picked, *(m for m in queue if m != picked)]
         if not await self._auto_replies():
             await self._stopping("done")
         return await self._group_end()
@@ -339,15 +345,27 @@ class TurnRunner:
         if group is None or self.cast is None or not group.auto_mode:
             return False
         state = self.held.state
+        picked: str | None = None
         for index in range(group.auto_bound):
             await self._auto_pause(group.auto_delay_seconds)
-            member = self.cast.next_auto(state.session_id, self.draft.turn, index, self.held.events)
+            events = self.held.events
+            member = picked or self.cast.next_auto(state.session_id, self.draft.turn, index, events)
             if member is None:
                 return False
             self.speak_as(member)
+            mark = len(self.held.events)
             if await self._steps([], last=False):
                 return True
+            picked = self._picked(mark, 0)
         return False
+
+    def _picked(self, mark: int, picks: int) -> str | None:
+        """The member the model chose with `tavern_speaker_choose` since `mark` in the log,
+        while fewer than the group's bound of chosen replies (at least one) were given."""
+        group = self.held.state.binding.group
+        if group is None or not group.model_chooses or picks >= max(group.auto_bound, 1):
+            return None
+        return picked_next(self.held.events[mark:])
 
     async def _auto_pause(self, seconds: float) -> None:
         """The delay between auto replies; a cancel during it ends the turn."""
@@ -560,7 +578,7 @@ class TurnRunner:
         owner = self.held.state.binding.owner
         headers = credentials.headers(LOOP.acting_for(owner)) if credentials else None
         found = await client.fetch(
-            self.held.session_id, query, self.draft.turn, self.draft.step, headers
+            self.held.session_id, query, self.draft.turn, self.draft.step, headers, self._member()
         )
         if found is None:
             return
@@ -573,6 +591,11 @@ class TurnRunner:
                 UserMessage, UserMessagePayload(text=text), source="plugin:ledger", form="recall"
             )
         )
+
+    def _member(self) -> Speaker | None:
+        """The group member whose own memory is recalled beside the chat's (reach `member`)."""
+        group = self.held.state.binding.group
+        return self.speaker if group is not None and group.reach == "member" else None
 
     async def _approvals(self) -> None:
         """Style promotions awaiting a human (consolidator), shown at a turn's first step."""
@@ -714,11 +737,13 @@ class TurnRunner:
     def _for_speaker(self, plan: RequestPlan, speaker: Speaker) -> RequestPlan:
         """A group member's request: the roster in the system prompt and (agent-tavern) the
         others' lines as named history; `params` say so, for the rebuild."""
+        if "st" in plan.params:  # the st profile assembles SillyTavern's own group prompt
+            return replace(plan, params={**plan.params, "speaker": speaker.name})
         names = self.cast.names if self.cast is not None else {}
         others = [n for cid, n in names.items() if cid != speaker.character_id]
         system = f"{plan.system}\n\n{group_note(speaker.name, others)}"
         params = {**plan.params, "system": system, "speaker": speaker.name}
-        history = plan.history if "st" in params else for_member(plan.history, speaker.name)
+        history = for_member(plan.history, speaker.name)
         return replace(plan, system=system, params=params, history=history, history_tokens=None)
 
     def _scene_group(self, speaker: Speaker) -> dict[str, Any]:
@@ -818,6 +843,7 @@ class TurnRunner:
         if self.speaker is not None:  # a group member's tools read its own card and lore
             binding["character_id"] = self.speaker.character_id
             binding["scene_group"] = self._scene_group(self.speaker)
+            binding["member_names"] = dict(self.cast.names) if self.cast is not None else {}
 
         def context(call: ToolCallRequest) -> ToolContext:
             return ToolContext(

@@ -3,7 +3,8 @@ session it names (`projector.sessions.owner`). A user lists only their own sessi
 projection status and a replay are for the operator and the services. Assets are held to their
 owner in the queries themselves (`Asker.owner_filter`): a user reads only their own cards,
 lorebooks and personas, and another user's is answered `not_found` (`errors.NotYours`). Refusals
-are logged as `access_refused` with the principal and what it named (the projector keeps no audit table).
+are logged as `access_refused` with the principal and what it named (the projector keeps no
+audit table).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Chat files on disk: atomic writes (temp file, fsync, rename) under one chats directory."""
+"""Chat files on disk: atomic writes (temp file, fsync, rename) under one chats directory, and
+group chats beside it as SillyTavern keeps them (`group chats/<chat id>.jsonl`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from tavern_projector.domain.groupdef import GROUP_CHATS, GROUPS
+from tavern_projector.framework import SHADOW_SUFFIX
+
 ASIDE_MARK = " (edited outside "
+
+
+def sibling(chats_dir: Path, name: str) -> Path:
+    """The folder `name` beside a chats directory (a rebuild's shadow beside its shadow)."""
+    suffix = SHADOW_SUFFIX if chats_dir.name.endswith(SHADOW_SUFFIX) else ""
+    return chats_dir.parent / f"{name}{suffix}"
 
 
 def revision(data: bytes) -> str:
@@ -19,13 +29,20 @@ def revision(data: bytes) -> str:
 
 
 class ChatFiles:
-    """`<root>/<character>/<chat id>.jsonl`, written atomically."""
+    """`<root>/<character>/<chat id>.jsonl`, written atomically; a key under `group chats/`
+    is a group chat, in the folder of that name beside the root."""
 
     def __init__(self, root: Path, *, durable: bool = True) -> None:
         self.root, self.durable = root, durable
+        self.group_root = sibling(root, GROUP_CHATS)
+
+    def _place(self, key: str) -> tuple[Path, str]:
+        folder, _, rest = key.partition("/")
+        return (self.group_root, rest) if folder == GROUP_CHATS and rest else (self.root, key)
 
     def path(self, key: str) -> Path:
-        return self.root / f"{key}.jsonl"
+        base, rest = self._place(key)
+        return base / f"{rest}.jsonl"
 
     def read(self, key: str) -> bytes | None:
         try:
@@ -38,7 +55,10 @@ class ChatFiles:
 
         Not `durable` (a rebuild's shadow): no fsync per file; the rebuild syncs once before
         it swaps the shadow in."""
-        path = self.path(key)
+        return self.write_path(self.path(key), data)
+
+    def write_path(self, path: Path, data: bytes) -> str:
+        """Write any file of the folder atomically (a group definition, say)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{path.name}.tmp")
         try:
@@ -91,7 +111,8 @@ class ChatFiles:
     def aside_path(self, key: str, stamp: str) -> Path:
         """Where an edited file is kept when its chat is rebuilt: beside it, a chat of its own
         for SillyTavern (`<chat id> (edited outside <stamp>).jsonl`)."""
-        return self.root / f"{key}{ASIDE_MARK}{stamp}).jsonl"
+        base, rest = self._place(key)
+        return base / f"{rest}{ASIDE_MARK}{stamp}).jsonl"
 
     def keep_aside(self, key: str, stamp: str, into: ChatFiles | None = None) -> Path | None:
         """Copy the file to its aside name (in `into`, another chats directory, if given)."""
@@ -104,17 +125,39 @@ class ChatFiles:
         return target
 
     def asides(self) -> list[Path]:
-        """Every file kept aside so far, relative to the root."""
-        if not self.root.exists():
-            return []
-        return [p.relative_to(self.root) for p in self.root.rglob(f"*{ASIDE_MARK}*).jsonl")]
+        """Every file kept aside so far, relative to the root (group chats' under
+        `group chats/`)."""
+        found = []
+        for base, prefix in ((self.root, Path()), (self.group_root, Path(GROUP_CHATS))):
+            if base.exists():
+                found += [
+                    prefix / p.relative_to(base) for p in base.rglob(f"*{ASIDE_MARK}*).jsonl")
+                ]
+        return found
+
+    def located(self, relative: Path) -> Path:
+        """Where a path of `asides()` is on disk."""
+        base, rest = self._place(relative.as_posix())
+        return base / rest
 
     def remove(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
     def clear(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Empty the chats directory, its group chats and group definitions."""
+        for folder in (self.root, self.group_root, sibling(self.root, GROUPS)):
+            shutil.rmtree(folder, ignore_errors=True)
         self.root.mkdir(parents=True, exist_ok=True)
+
+
+def swap_all(live: Path, shadow: Path) -> list[Path]:
+    """Swap a chats directory and the group folders beside it; return the old ones."""
+    pairs = [(live, shadow)] + [
+        (sibling(live, n), sibling(shadow, n)) for n in (GROUP_CHATS, GROUPS)
+    ]
+    for _, new in pairs:
+        new.mkdir(parents=True, exist_ok=True)
+    return [swap_directories(old, new) for old, new in pairs]
 
 
 def swap_directories(live: Path, shadow: Path) -> Path:

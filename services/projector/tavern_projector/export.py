@@ -5,6 +5,9 @@
                                       SillyTavern's character-card-parser `write` puts them
     chats/<card file stem>/*.jsonl    every chat, lines joined as `saveChat` joins them (no
                                       trailing newline); files kept aside after edits included
+    group chats/<chat id>.jsonl       every group chat, message lines only, as `group/save`
+                                      writes them
+    groups/<group id>.json            every group's definition, listing its chats
     worlds/<name>.json                every standalone lorebook as a world file (`entries` by uid)
     personas.json                     the personas as the Persona panel's Backup writes them
                                       (restore it there), with avatars in `User Avatars/`
@@ -22,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tavern_projector.chatfiles import ASIDE_MARK
+from tavern_projector.chatfiles import ASIDE_MARK, sibling
 from tavern_projector.domain import stformat
+from tavern_projector.domain.groupdef import GROUP_CHATS, GROUPS
 from tavern_runtime.cards import png
 
 V1_FIELDS = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
@@ -33,6 +37,7 @@ V1_FIELDS = ("name", "description", "personality", "scenario", "first_mes", "mes
 class Exported:
     characters: int = 0
     chats: int = 0
+    groups: int = 0
     worlds: int = 0
     personas: int = 0
     notes: list[str] = field(default_factory=list)
@@ -191,6 +196,23 @@ def _write_all(
         target.write_bytes(saved_chat(path.read_bytes()))
         done.chats += 1
         progress("chat")
+    _write_groups(chats_dir, dest, done, progress)
+
+
+def _write_groups(
+    chats_dir: Path, dest: Path, done: Exported, progress: Callable[[str], None]
+) -> None:
+    """Group chats and their groups' definitions, as the projector wrote them beside the
+    chats (in SillyTavern's layout already)."""
+    for folder, pattern in ((GROUP_CHATS, "*.jsonl"), (GROUPS, "*.json")):
+        source = sibling(chats_dir, folder)
+        for path in sorted(source.glob(pattern)) if source.exists() else []:
+            _write(dest / folder / path.name, saved_chat(path.read_bytes()))
+            if folder == GROUPS:
+                done.groups += 1
+            else:
+                done.chats += 1
+            progress("group" if folder == GROUPS else "chat")
 
 
 def _write_card(row: Any, data_dir: Path, dest: Path, done: Exported) -> None:

@@ -15,7 +15,7 @@ import pytest
 from tavern_events.envelope import SessionEvent
 from tavern_events.group import GroupBinding
 from tavern_events.turn import TurnStarted
-from tavern_loop.domain.groupchat import chat_lines
+from tavern_loop.domain.groupchat import chat_lines, picked_next
 from tavern_loop.domain.speakers import Line, choose, turn_rng
 from tavern_loop.options import ProfileOptions
 from tavern_loop.tools.policy import profile_tools
@@ -101,21 +101,51 @@ def replayed(events: Sequence[SessionEvent], binding: GroupBinding, names: dict[
         assert reply.payload.content.startswith(f"{reply.payload.speaker.name} here. ")
 
 
+FOLDERS = ("chats", "group chats", "groups")
+
+
 async def chat_lines_of(projector: Projector, session: str) -> list[dict[str, Any]]:
+    """The group chat's lines, from `group chats/<chat id>.jsonl` as SillyTavern keeps it:
+    message lines only (no header), no trailing newline."""
     await projector.caught_up("chat")
     row = await projector.chat_row(session)
-    lines = projector.chat_file(row["chat_key"]).read_text().splitlines()
-    return [json.loads(line) for line in lines[1:]]
+    assert row["chat_key"] == f"group chats/{session}"
+    path = projector.chats.parent / "group chats" / f"{session}.jsonl"
+    assert projector.chat_file(row["chat_key"]) == path
+    data = path.read_bytes()
+    assert not data.endswith(b"\n"), "SillyTavern's group/save joins lines, nothing after"
+    lines = [json.loads(line) for line in data.split(b"\n")]
+    assert all("mes" in line for line in lines), "no header line"
+    return lines
+
+
+def definition_of(projector: Projector, group_id: str) -> dict[str, Any]:
+    text = (projector.chats.parent / "groups" / f"{group_id}.json").read_text()
+    found = json.loads(text)
+    assert text == json.dumps(found, indent=4, ensure_ascii=False), "JSON.stringify(g, null, 4)"
+    return dict(found)
+
+
+def user_folder(projector: Projector) -> dict[str, bytes]:
+    root = projector.chats.parent
+    return {
+        f"{folder}/{path}": data
+        for folder in FOLDERS
+        if (root / folder).exists()
+        for path, data in files(root / folder, "*.json*").items()
+    }
 
 
 async def replayed_files(projector: Projector) -> None:
-    """Deleting the chat files and replaying the logs writes the same group chat again."""
-    before = files(projector.chats)
-    shutil.rmtree(projector.chats)
+    """Deleting the chat files, group chats and definitions and replaying the logs writes the
+    same files again."""
+    before = user_folder(projector)
+    for folder in FOLDERS:
+        shutil.rmtree(projector.chats.parent / folder, ignore_errors=True)
     options = options_of(projector.settings)
     chosen = operations.plan("chat")
     await operations.replay(projector.pool, projector.bus.js, options, chosen, lambda _: None)
-    assert files(projector.chats) == before
+    assert user_folder(projector) == before
 
 
 async def ten_turns(projector: Projector, session: str) -> list[SessionEvent]:
@@ -149,6 +179,7 @@ async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
     assert set(spoke) == {ids["Mira"], ids["Cael"], ids["Oren"]}
     replayed(events, GroupBinding.model_validate(binding), names)
     lines = await chat_lines_of(projector, "grp")
+    layout(projector, ids, names, binding)
     said = [line for line in lines if not line["is_user"]]
     assert len(said) == len(replies(events)) + 1, "the greeting and every reply"
     for line, reply in zip(said[1:], replies(events), strict=True):
@@ -165,6 +196,37 @@ async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
         assert replies(events, 3)[0].actor_id == ids["Cael"]
         assert [e.actor_id for e in replies(events, 7)][:2] == [ids["Mira"], ids["Oren"]]
     heard(events, model.chat(), names)
+
+
+def layout(
+    projector: Projector, ids: dict[str, str], names: dict[str, str], binding: dict[str, Any]
+) -> None:
+    """`groups/<group id>.json` as SillyTavern's groups endpoint writes it, listing the chat;
+    nothing of the group under a member's chats folder."""
+    found = definition_of(projector, "g_cael")
+    assert list(found)[:15] == [
+        "id", "name", "members", "allow_self_responses", "activation_strategy",
+        "generation_mode", "disabled_members", "chat_metadata", "fav", "chat_id", "chats",
+        "auto_mode_delay", "generation_mode_join_prefix", "generation_mode_join_suffix",
+        "past_metadata",
+    ]  # fmt: skip
+    strategy = {"natural": 0, "list": 1, "manual": 2, "pooled": 3}[binding["activation"]]
+    assert found["id"] == "g_cael"
+    assert found["name"] == "Cael Point"
+    assert found["members"] == ["Mira.png", "Cael.png", "Oren.png", "Ines.png"]
+    assert found["disabled_members"] == ["Ines.png"]
+    assert (found["activation_strategy"], found["chat_id"], found["chats"]) == (
+        strategy,
+        "grp",
+        ["grp"],
+    )
+    assert found["chat_metadata"]["agentTavern"] == {"sessionId": "grp"}
+    assert found["auto_mode_delay"] == 5
+    talk = found["agentTavern"]["talkativeness"]
+    assert talk == {
+        f"{names[m['character_id']]}.png": m["talkativeness"] for m in binding["members"]
+    }
+    assert not list(projector.chats.rglob("*.jsonl")), "not under the first member's folder"
 
 
 def heard(events: Sequence[SessionEvent], sent: list[list[dict[str, Any]]], names: Any) -> None:
@@ -281,3 +343,75 @@ async def test_a_members_tools_read_its_own_card(projector: Projector, tmp_path:
         "speaking": "Cael",
         "lastSpeaker": "Cael",
     }
+
+
+async def test_the_model_chooses_the_next_speaker_where_the_group_lets_it(
+    projector: Projector, tmp_path: Path
+) -> None:
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine(tools=profile_tools(ProfileOptions()))
+    members = ["Mira", "Cael", "Oren"]
+    asked = 'call tavern_speaker_choose with {"name": "Oren", "reason": "the cliffs"}'
+    await create(projector, "pick", group(ids, members, activation="manual", model_chooses=True))
+    await projector.bus.say("pick", asked)
+    await command(projector.bus, "pick", "speak", name="Mira")
+    events = await projector.bus.turns_ended("pick", 3)
+    (start,) = [e for e in of_type(events, "turn/start") if e.turn == 3]
+    assert start.payload.speakers == (ids["Mira"],), "the strategy chose Mira alone"
+    (result,) = of_type(events, "tool/result")
+    assert (result.actor_id, result.payload.ok) == (ids["Mira"], True)
+    assert json.loads(result.payload.content) == {
+        "next": {"characterId": ids["Oren"], "name": "Oren"}
+    }
+    spoke = [e.actor_id for e in replies(events, 3)]
+    assert spoke == [ids["Mira"], ids["Mira"], ids["Oren"]], "Mira's call, her reply, Oren"
+    mira = [e for e in events if e.turn == 3 and e.actor_id == ids["Mira"]]
+    assert picked_next(mira) == ids["Oren"], "the log alone says who was chosen (replay)"
+    assert ended(events, 3).payload.outcome == "completed"
+
+    await create(projector, "nopick", group(ids, members, activation="manual"))
+    await projector.bus.say("nopick", asked)
+    await command(projector.bus, "nopick", "speak", name="Mira")
+    events = await projector.bus.turns_ended("nopick", 3)
+    (result,) = of_type(events, "tool/result")
+    assert result.payload.ok is False
+    assert "does not let the model choose" in result.payload.content
+    assert {e.actor_id for e in replies(events, 3)} == {ids["Mira"]}, "nobody else speaks"
+
+
+async def test_the_st_profile_sends_sillytaverns_group_prompt(
+    projector: Projector, tmp_path: Path
+) -> None:
+    ids = await cast(projector, tmp_path)
+    names = {cid: name for name, cid in ids.items()}
+    model = RecordingProvider()
+    await projector.bus.engine(router=recording_router(model))
+    binding = group(ids, ["Mira", "Cael", "Oren"], activation="list")
+    await create(projector, "stg", binding, architecture="st")
+    for index, text in enumerate(LINES[:2]):
+        await projector.bus.say("stg", text)
+        await projector.bus.turns_ended("stg", index + 2)
+    events = await projector.bus.turns_ended("stg", 3)
+    sent = model.chat()
+    asked = [e for e in of_type(events, "agent/request")]
+    assert len(sent) == len(asked) == 6, "three members, two turns"
+    for request, messages in zip(asked, sent, strict=True):
+        speaker = names[request.actor_id]
+        system = messages[0]["content"]
+        assert system.endswith("[Start a new group chat. Group members: Mira, Cael, Oren]")
+        assert "Group chat with" not in system, "SillyTavern's prompt, not agent-tavern's note"
+        assert messages[-1] == {
+            "role": "system",
+            "content": f"[Write the next reply only as {speaker}.]",
+        }
+        for message in messages[1:-1]:
+            if message["role"] == "assistant":
+                assert message["content"].split(": ", 1)[0] in ("Mira", "Cael", "Oren")
+    last = sent[-1]
+    said = [m["content"] for m in last if m["role"] == "assistant"]
+    assert said[0] == "Mira: Mira looks up.", "the greeting, named"
+    earlier = replies(events)[-3:-1]
+    assert said[-2:] == [f"{names[e.actor_id]}: {e.payload.content}" for e in earlier]
+    for reply in replies(events):  # the offline model answers in the member's name
+        assert reply.payload.content.startswith(f"{names[reply.actor_id]} here. You ")
+    check_rebuilt(events, sent)

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from tavern_events.group import GroupBinding
 from tavern_ledger.evidence import lexicon
 from tests.integration.ledger.conftest import LedgerBus
 from tests.unit.ledger.builders import at, session_created, user_message
@@ -115,3 +116,37 @@ async def test_messages_stored_before_claims_were_filed_are_filed_once_at_start(
     assert await lexicon.reclassify_claims(ledger.db) is None
     domains = {r["content"]: r["claim_domain"] for r in await ledger.evidence(session_id="a1")}
     assert domains == {"Always answer me in French": "style", "I grew up in Marseille": "user_fact"}
+
+
+async def test_a_group_member_recalls_its_own_memory_beside_the_group_chats(
+    ledger: LedgerBus,
+) -> None:
+    group = GroupBinding.model_validate(
+        {"group_id": "g1", "members": [{"character_id": "mira"}, {"character_id": "cael"}]}
+    )
+    await _ingest(
+        ledger,
+        session_created("m1", chat_id="chat-m", character_id="mira"),
+        user_message("m1", 2, "My sister Ines works as a pediatric nurse in Porto"),
+        # as the loop creates a group chat: its own memory is its chat's
+        session_created("g1", character_id="mira", memory_reach="chat", group=group),
+        user_message("g1", 2, "The lighthouse bell rang at midnight for Ines"),
+    )
+    query = "what about Ines: her work and the bell?"
+    mira = await ledger.rpc(
+        "recall", session_id="g1", query=query, member="mira", member_name="Mira", explain=True
+    )
+    chat_part, _, own_part = mira["text"].partition("[Mira's own memory]")
+    assert chat_part.startswith("[This group chat's memory]\n")
+    assert "bell rang at midnight" in chat_part
+    assert "pediatric nurse in Porto" in own_part, "Mira's memory from her own chat"
+    assert "earlier session m1" in own_part
+    whose = {item["memory"] for item in mira["items"]}
+    assert whose == {"[This group chat's memory]", "[Mira's own memory]"}
+
+    cael = await ledger.rpc("recall", session_id="g1", query=query, member="cael")
+    assert "bell rang at midnight" in cael["text"]
+    assert "pediatric nurse" not in cael["text"], "not Cael's memory"
+    plain = await ledger.rpc("recall", session_id="g1", query=query)
+    assert "pediatric nurse" not in plain["text"], "the group chat's memory alone"
+    assert "[This group chat" not in plain["text"]

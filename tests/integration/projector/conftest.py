@@ -22,6 +22,7 @@ from tavern_events.session import SessionCreated, SessionCreatedPayload
 from tavern_events.streams import SESSIONS
 from tavern_projector import catalog
 from tavern_projector.app import build_app
+from tavern_projector.chatfiles import ChatFiles
 from tavern_projector.config import ProjectorSettings
 from tavern_projector.core import options_of
 from tavern_projector.framework import checkpoints
@@ -128,7 +129,7 @@ class Projector:
             )
 
     def chat_file(self, key: str) -> Path:
-        return self.chats / f"{key}.jsonl"
+        return ChatFiles(self.chats).path(key)
 
     async def stream_last_seq(self) -> int:
         return int((await self.bus.js.stream_info(SESSIONS.name)).state.last_seq)

@@ -92,8 +92,8 @@ async def scripted_turn(
     return writer_log[-len(events) :]
 
 
-def files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.jsonl"))}
+def files(root: Path, pattern: str = "*.jsonl") -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob(pattern))}
 
 
 async def tables(projector: Projector) -> dict[str, list[dict[str, Any]]]:

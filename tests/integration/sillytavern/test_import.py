@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tavern_events.group import GroupBinding
 from tavern_runtime import chatimport, stchat
 from tavern_runtime.cards import cards, png
 from tests.integration.ledger.stores.conftest import Ledger
@@ -246,8 +247,7 @@ async def test_an_export_is_a_sillytavern_folder_with_the_files_it_would_write(
     out_dir = tmp_path / "exported"
     code, out = await tavern(projector, "st", "export", str(out_dir))
     assert code == 0, out
-    # the group chat goes with its first member's chats (not yet as `group chats/`)
-    assert "exported 1 characters, 3 chats, 1 worlds, 2 personas" in out
+    assert "exported 1 characters, 3 chats, 1 groups, 1 worlds, 2 personas" in out
 
     card = (out_dir / "characters" / "default_Mira.png").read_bytes()
     original = (FIXTURE / "characters" / "default_Mira.png").read_bytes()
@@ -342,7 +342,8 @@ async def test_a_group_chat_and_its_definition_are_imported_and_continued(
         "original_avatar": "Tamsin.png",
         "force_avatar": "/thumbnail?type=avatar&file=Tamsin.png",
     }
-    chat_path.write_text("\n".join([*lines, json.dumps(tamsin)]))
+    # as SillyTavern's group/save writes it: message lines only (the fixture has a header)
+    chat_path.write_text("\n".join([*lines[1:], json.dumps(tamsin)]))
     code, out = await tavern(projector, "st", "import", str(folder), "--timezone", "Europe/Berlin")
     assert code == 0, out
     assert "3 lines as session" in out, out
@@ -368,12 +369,43 @@ async def test_a_group_chat_and_its_definition_are_imported_and_continued(
     assert all(e.payload.speaker is not None for e in replies)
 
     projected = await chat_file(projector, session_id)
-    assert projected[0] == {"chat_metadata": projected[0]["chat_metadata"]}, "a group header"
+    assert (await projector.chat_row(session_id))["chat_key"] == f"group chats/{session_id}"
     original = [json.loads(x) for x in chat_path.read_text().split("\n")]
-    assert [unmarked(line) for line in projected[1:4]] == original[1:]
+    assert [unmarked(line) for line in projected[:3]] == original, "no header, lines as found"
     new = projected[-2:]
     assert [line["name"] for line in new] == ["Mira", "Tamsin"]
     assert [line["original_avatar"] for line in new] == ["default_Mira.png", "Tamsin.png"]
+    await exported_group_imports_back(projector, tmp_path, session_id, group, projected)
+
+
+async def exported_group_imports_back(
+    projector: Projector,
+    tmp_path: Path,
+    session_id: str,
+    group: GroupBinding,
+    projected: list[dict[str, Any]],
+) -> None:
+    """`tavern st export` writes the group chat and its definition in SillyTavern's layout;
+    importing the export gives back the same group and the same chat."""
+    out_dir = tmp_path / "exported"
+    code, out = await tavern(projector, "st", "export", str(out_dir))
+    assert code == 0, out
+    chat = (out_dir / "group chats" / f"{session_id}.jsonl").read_bytes()
+    assert [json.loads(line) for line in chat.split(b"\n")] == projected
+    definition = json.loads((out_dir / "groups" / "1764625000000.json").read_text())
+    assert definition["members"] == ["default_Mira.png", "Tamsin.png"]
+    assert (definition["activation_strategy"], definition["chats"]) == (1, [session_id])
+    assert definition["chat_id"] == session_id
+    assert not list((out_dir / "chats").rglob(f"{session_id}.jsonl")), "not a member's chat"
+
+    code, out = await tavern(projector, "st", "import", str(out_dir))
+    assert code == 0, out
+    source = f"group chats/{session_id}.jsonl"
+    again = chatimport.session_id_for(source, stchat.parse_chat(chat, group=True))
+    log = await projector.bus.log(again)
+    assert log[0].payload.group == group, "the same group"
+    lines = await chat_file(projector, again)
+    assert [unmarked(x) for x in lines] == [unmarked(x) for x in projected], "the same chat"
 
 
 async def test_a_folder_imported_as_a_user_is_theirs_and_their_export_holds_only_it(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from tavern_events.group import GroupBinding
 from tavern_events.ids import new_id
 from tavern_events.message import (
     AssistantMessage,
@@ -81,6 +82,7 @@ def session_created(
     character_id: str | None = None,
     memory_reach: MemoryReach | None = None,
     owner: str = "local",
+    group: GroupBinding | None = None,
 ) -> SessionCreated:
     return SessionCreated(
         id=new_id(),
@@ -97,6 +99,7 @@ def session_created(
             character_id=character_id,
             memory_reach=memory_reach,
             owner=owner,
+            group=group,
         ),
     )
 

@@ -91,3 +91,23 @@ def test_an_explicit_choice_by_name_or_id_and_its_refusals() -> None:
     unknown = resolve_member("Zed", group, NAMES)
     assert unknown.refusal is not None
     assert "Mira, Cael Voss, Oren" in unknown.refusal
+
+
+def test_the_model_picks_only_where_the_group_lets_it_and_never_itself() -> None:
+    from tavern_loop.domain.speakers import model_pick
+
+    assert model_pick("Oren", _group(), NAMES, "c_mira").refusal == (
+        "this group does not let the model choose who speaks"
+    )
+    chooses = _group(model_chooses=True, disabled=["c_cael"])
+    assert model_pick("oren", chooses, NAMES, "c_mira").speakers == ("c_oren",)
+    assert (
+        model_pick("Cael Voss", chooses, NAMES, "c_mira").refusal
+        == "Cael Voss is muted in this group"
+    )
+    assert (
+        model_pick("Mira", chooses, NAMES, "c_mira").refusal
+        == "Mira cannot answer itself in this group"
+    )
+    selfish = _group(model_chooses=True, allow_self_responses=True)
+    assert model_pick("Mira", selfish, NAMES, "c_mira").speakers == ("c_mira",)

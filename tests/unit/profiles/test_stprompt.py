@@ -109,3 +109,27 @@ def test_a_recorded_prompt_rebuilds_the_same_messages() -> None:
     assert (record["first"], record["last"]) == (3, 9)
     assert rebuild_st(CHAT, record) == prompt.messages()
     assert rebuild_st(CHAT, assemble(inputs(chat=[])).record()) == []
+
+
+def test_a_group_gets_sillytaverns_group_prompt() -> None:
+    chat = [
+        ChatEntry(3, True, "Hello, all of you."),
+        ChatEntry(5, False, "Who knocks?", swipes=("Who knocks?",), speaker="Mira"),
+        ChatEntry(7, False, "Not the keeper.", swipes=("Not the keeper.",), speaker="Cael"),
+    ]
+    card = replace(CARD, name="Cael", post_history_instructions="Stay brief.")
+    env = replace(ENV, char="Cael", group="Mira, Cael, Oren")
+    prompt = assemble(inputs(card=card, chat=chat, env=env, group=True))
+    parts = prompt.system.split("\n\n")
+    assert (
+        parts[0] == "Write Cael's next reply in a fictional chat between Mira, Cael, Oren and Ren."
+    )
+    assert parts[-1] == "[Start a new group chat. Group members: Mira, Cael, Oren]"
+    assert prompt.messages() == [
+        {"role": "user", "content": "Hello, all of you."},
+        {"role": "assistant", "content": "Mira: Who knocks?"},
+        {"role": "assistant", "content": "Cael: Not the keeper."},
+        {"role": "system", "content": "[Write the next reply only as Cael.]"},
+        {"role": "system", "content": "Stay brief."},
+    ], "members named in the history, the nudge at its end, then post-history instructions"
+    assert rebuild_st(chat, prompt.record()) == prompt.messages()

@@ -54,7 +54,9 @@ def run(
 
 def test_the_surface_offers_tavern_ledger_memory_and_variable_tools() -> None:
     names = [t.spec.name for t in profile_tools(ProfileOptions())]
-    assert names[:5] == [*TAVERN, "acp_query"]
+    reads = [n for n in names[:6] if n != "tavern_speaker_choose"]
+    assert reads == [*TAVERN, "acp_query"]
+    assert names[3] == "tavern_speaker_choose", "a group's choice, after the scene"
     assert {"memory_search", "memory_write", "variable_get", "variable_patch"} <= set(names)
     assert "memory_consolidate" not in names, "off by default"
 
@@ -147,3 +149,9 @@ def test_st_sessions_have_no_tools() -> None:
     output, calls = run("tavern_scene_get", {}, architecture="st")
     assert output.error is not None
     assert (output.error.code, calls) == ("TOOL_DENIED", [])
+
+
+def test_speaker_choose_is_refused_outside_a_group_and_sends_nothing() -> None:
+    output, calls = run("tavern_speaker_choose", {"name": "Oren"})
+    assert output.error is not None
+    assert (output.error.code, calls) == ("NOT_BOUND", [])

@@ -54,3 +54,21 @@ def test_a_line_is_its_speakers_by_card_file_then_by_name() -> None:
     assert by_name is not None
     assert by_name.character_id == "mira-1"
     assert speaker_of({"name": "Ren"}, cast) is None
+
+
+def test_an_exported_definition_gives_back_what_sillytavern_has_no_field_for() -> None:
+    definition = {
+        "id": "g_cael",
+        "members": ["default_Mira.png", "Tamsin.png"],
+        "agentTavern": {
+            "talkativeness": {"default_Mira.png": 0.3, "Tamsin.png": 2},
+            "autoMode": True,
+            "autoBound": 7,
+            "modelChooses": True,
+            "reach": "group",
+        },
+    }
+    binding = group_of(definition, CARDS).binding
+    assert [m.talkativeness for m in binding.members] == [0.3, 0.2], "out of range: the card's"
+    assert (binding.auto_mode, binding.auto_bound) == (True, 7)
+    assert (binding.model_chooses, binding.reach) == (True, "group")

@@ -37,6 +37,10 @@ class RecallBody(Request):
     step: int = Field(default=0, ge=0)
     explain: bool = False
     as_of: UtcDatetime | None = None
+    member: Id | None = None
+    """A group chat's speaking member: its own memory (its character's, across the owner's
+    chats) is recalled beside the group chat's, each labelled."""
+    member_name: str | None = Field(default=None, max_length=128)
 
     def rate_key(self) -> str:
         return f"session:{self.session_id}"

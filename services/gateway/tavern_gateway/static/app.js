@@ -130,14 +130,17 @@ async function indexPage() {
 function renderGallery(characters) {
   const gallery = $("#gallery");
   const select = $("#character");
+  const members = $("#members");
   gallery.replaceChildren();
   select.replaceChildren(el("option", { value: "", text: "(none)" }));
+  if (members) members.replaceChildren(members.querySelector("legend"));
   for (const c of characters) {
     const img = c.avatar ? el("img", { src: c.avatar, alt: `Avatar of ${c.name}`, width: 96, height: 96 }) : el("div", { class: "noavatar", "aria-hidden": "true", text: c.name.slice(0, 1) });
     gallery.append(el("li", { class: "character" }, img, el("h3", { text: c.name }),
       c.greeting ? el("p", { class: "greeting", text: c.greeting.slice(0, 160) }) : null,
       el("button", { type: "button", "aria-label": `Chat with ${c.name}`, onclick: () => startChat(c.asset_id) }, "Chat")));
     select.append(el("option", { value: c.asset_id, text: c.name }));
+    if (members) members.append(el("label", {}, el("input", { type: "checkbox", value: c.asset_id }), ` ${c.name}`));
   }
 }
 
@@ -157,14 +160,54 @@ async function importFile(file) {
 
 async function startChat(characterId) {
   const body = { architecture: $("#architecture").value, context_mode: $("#context-mode").value };
-  if (characterId) body.character_id = characterId;
+  const members = [...document.querySelectorAll("#members input:checked")].map((box) => box.value);
+  if (!characterId && members.length >= 2) body.members = members;
+  else if (characterId) body.character_id = characterId;
   const found = await api("POST", "/api/sessions", body);
   location.href = found.url;
 }
 
 // --- the chat ------------------------------------------------------------------------------------
 
-const chat = { turns: new Map(), bubbles: new Map(), steps: new Map(), binding: null, running: false };
+const chat = { turns: new Map(), bubbles: new Map(), steps: new Map(), binding: null, running: false, speakers: new Map() };
+
+function speakerOf(ev, p) {
+  // A group reply names its member (payload speaker); its chunks only carry the actor id.
+  if (p.speaker) chat.speakers.set(ev.actor_id, p.speaker.name);
+  return chat.speakers.get(ev.actor_id) || null;
+}
+
+function who(ev, name) {
+  // The speaking member's name and avatar (its card image, when the card came with one).
+  const label = el("div", { class: "who", text: name || "Assistant" });
+  if (!name || !chat.binding || !chat.binding.group) return label;
+  const img = el("img", { class: "speaker-avatar", src: `/api/assets/${encodeURIComponent(ev.actor_id)}/avatar`, alt: `Avatar of ${name}`, width: 32, height: 32 });
+  img.addEventListener("error", () => img.remove());
+  label.prepend(img, " ");
+  return label;
+}
+
+function renderReply(node, ev, p) {
+  node.replaceChildren(who(ev, speakerOf(ev, p)), el("div", { class: "text", html: markdown(node.raw) }));
+  if (chat.speakers.has(ev.actor_id)) node.dataset.speaker = chat.speakers.get(ev.actor_id);
+}
+
+async function groupControls(group) {
+  // A group chat: who is in it, and a button per member to let that member speak now.
+  const found = await api("GET", "/api/characters").catch(() => ({ characters: [] }));
+  const names = new Map(found.characters.map((c) => [c.asset_id, c.name]));
+  const box = $("#group-controls");
+  if (!box) return;
+  box.hidden = false;
+  const everyone = group.members.map((m) => names.get(m.character_id) || m.character_id).join(", ");
+  $("#chat-title").textContent = `Group chat${group.name ? " " + group.name : ""} with ${everyone}`;
+  box.replaceChildren(el("h2", { text: `Group: ${group.name || "unnamed"}` }));
+  for (const m of group.members) {
+    const name = names.get(m.character_id) || m.character_id;
+    const muted = (group.disabled || []).includes(m.character_id);
+    box.append(el("button", { type: "button", disabled: muted ? "disabled" : null, onclick: () => api("POST", `/api/sessions/${$("#chat").dataset.session}/commands`, { name: "speak", args: { name: m.character_id } }).catch(() => {}) }, `Let ${name} speak`));
+  }
+}
 
 function turnItem(turn) {
   let item = chat.turns.get(turn);
@@ -207,6 +250,10 @@ function onEvent(ev) {
       chat.binding = p;
       $("#binding").textContent = `${p.architecture}${p.context_mode ? " · " + p.context_mode : ""}${p.character_id ? " · character " + p.character_id : ""}`;
       if (p.context_mode) $("#mode").value = p.context_mode;
+      if (p.group) {
+        $("#binding").textContent += ` · group of ${p.group.members.length}`;
+        groupControls(p.group);
+      }
       greeting(p.character_id);
       break;
     case "session/binding-changed":
@@ -233,7 +280,7 @@ function onEvent(ev) {
       document.body.dataset.chunks = String(chat.chunks);
       const node = bubble(ev, "assistant");
       node.raw += p.delta;
-      node.innerHTML = `<div class="who">Assistant</div><div class="text">${markdown(node.raw)}</div>`;
+      renderReply(node, ev, p);
       node.dataset.streaming = "true";
       break;
     }
@@ -241,7 +288,7 @@ function onEvent(ev) {
       if (!p.content && !(chat.bubbles.get(`${ev.turn}.${ev.step}.assistant`))) break;
       const node = bubble(ev, "assistant");
       node.raw = p.content || node.raw;
-      node.innerHTML = `<div class="who">Assistant</div><div class="text">${markdown(node.raw)}</div>`;
+      renderReply(node, ev, p);
       node.dataset.streaming = "false";
       if (p.partial) node.append(el("p", { class: "dim", text: p.finish_reason === "error" ? "(partial reply kept: the stream broke)" : "(partial reply kept: the turn was cancelled)" }));
       else if (p.finish_reason === "length") node.append(el("p", { class: "dim", text: "(the reply was cut at the token limit)" }));
@@ -289,7 +336,7 @@ async function greeting(characterId) {
     const found = await api("GET", "/api/characters");
     const c = found.characters.find((x) => x.asset_id === characterId);
     if (!c) return;
-    $("#chat-title").textContent = `Chat with ${c.name}`;
+    if (!chat.binding || !chat.binding.group) $("#chat-title").textContent = `Chat with ${c.name}`;
     if (c.greeting) {
       const node = el("li", { id: "greeting", class: "turn" }, el("div", { class: "msg assistant greeting-msg" }, el("div", { class: "who", text: c.name }), el("div", { class: "text", html: markdown(c.greeting) })));
       $("#log").prepend(node);

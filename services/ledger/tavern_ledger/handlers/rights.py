@@ -44,8 +44,17 @@ def _actor(body: Any, principal: Principal) -> Actor:
 async def recall(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: RecallBody, who: Principal) -> Reply:
         await ledger.access.session(who, r.session_id, "recall")
+        owner = await ledger.access.owner_of(r.session_id) if r.member else None
         request = RecallRequest(
-            r.session_id, r.query[: ledger.caps.max_query_chars], r.turn, r.step, r.explain, r.as_of
+            r.session_id,
+            r.query[: ledger.caps.max_query_chars],
+            r.turn,
+            r.step,
+            r.explain,
+            r.as_of,
+            r.member,
+            r.member_name,
+            owner,
         )
         return await ledger.recaller.recall(request)
 

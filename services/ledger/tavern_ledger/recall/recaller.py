@@ -1,6 +1,10 @@
 """Pre-step recall: the session's scope, candidates from the lexical (and optional semantic)
 channel plus recent evidence and rules, composed under the budget into source-labelled lines.
 An empty or unreachable ledger recalls nothing; it never fails the caller's step.
+
+A group chat's member (`member`) recalls its own memory (its character's scope, derived with
+the session's owner as every chat with that character derives it) beside the group chat's;
+the budget is shared between the two, and each part is headed by whose memory it is.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from tavern_events.reach import memory_scope
 from tavern_ledger.domain.composer import (
     DEFAULT_SECTION_CAP,
     Candidate,
@@ -61,6 +66,14 @@ class RecallRequest:
     step: int = 0
     explain: bool = False
     as_of: datetime | None = None
+    member: str | None = None
+    """A group chat's speaking member, whose own memory is recalled too."""
+    member_name: str | None = None
+    owner: str | None = None
+    """The session's owner (the member's scope is this owner's memory of that character)."""
+
+
+GROUP_CHAT_HEADING = "[This group chat's memory]"
 
 
 @dataclass(frozen=True)
@@ -107,6 +120,8 @@ class Recaller:
     async def recall(self, req: RecallRequest) -> dict[str, Any]:
         """`{text, count}`, explained: + `items` (what was injected) and `ranked` (the best
         candidates, injected or not); empty on any ledger failure."""
+        if req.member is not None:
+            return await self._member_recall(req, req.member)
         try:
             composition = await self._compose(req)
         except TavernError as exc:
@@ -116,12 +131,38 @@ class Recaller:
             self._remember(req, composition.admitted_ids)
         return _reply(composition, req.explain)
 
-    async def _compose(self, req: RecallRequest) -> Composition:
+    async def _member_recall(self, req: RecallRequest, member: str) -> dict[str, Any]:
+        """The group chat's memory and the member's own, each in half the budget, headed by
+        whose it is."""
+        scope = memory_scope(
+            chat_id=req.session_id,
+            character_id=member,
+            agent_id="main",
+            reach="character",
+            owner=req.owner,
+        )
+        half = replace(self._settings.composer, hot_tokens=self._settings.composer.hot_tokens // 2)
+        try:
+            parts = (await self._compose(req, None, half), await self._compose(req, scope, half))
+        except TavernError as exc:
+            log.warning("recall_degraded", session_id=req.session_id, error=exc.message)
+            return {"text": "", "count": 0, **({"items": [], "ranked": []} if req.explain else {})}
+        if req.as_of is None:
+            self._remember(req, parts[0].admitted_ids | parts[1].admitted_ids)
+        name = req.member_name or member
+        headings = (GROUP_CHAT_HEADING, f"[{name}'s own memory]")
+        return _labelled(
+            [(h, _reply(c, req.explain)) for h, c in zip(headings, parts, strict=True)]
+        )
+
+    async def _compose(
+        self, req: RecallRequest, scope: str | None = None, config: ComposerConfig | None = None
+    ) -> Composition:
         # An as-of recall is the view of that moment: ranked for its time, with no carry-over
         # from what the live session was given at its last step.
         now = req.as_of or self._clock()
         async with connection(self._pool) as conn:
-            scope = await self._scope(conn, req.session_id)
+            scope = scope or await self._scope(conn, req.session_id)
             hits = await self._semantic_hits(scope, req.query)
             candidates, stats = await self._candidates(conn, scope, req, hits)
         query = Query(
@@ -135,7 +176,7 @@ class Recaller:
             stats=stats,
             explain=req.explain,
         )
-        return compose(candidates, query, self._settings.composer)
+        return compose(candidates, query, config or self._settings.composer)
 
     async def _scope(self, conn: Conn, session_id: str) -> str:
         """The session's scope; a known one is cached (a session never changes chat)."""
@@ -253,6 +294,17 @@ def content_chars(config: ComposerConfig) -> int:
     """Enough characters for the largest section to render any one item (0.3 token a char)."""
     largest = max(config.quota.values(), default=DEFAULT_SECTION_CAP)
     return min(8000, math.ceil(largest / 0.3) + 200)
+
+
+def _labelled(parts: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Replies of several scopes as one: each non-empty text under its heading; explained
+    items say whose memory they are (`memory`)."""
+    texts = [f"{heading}\n{reply['text']}" for heading, reply in parts if reply["text"]]
+    found: dict[str, Any] = {"text": "\n".join(texts), "count": sum(r["count"] for _, r in parts)}
+    for key in ("items", "ranked"):
+        if all(key in reply for _, reply in parts):
+            found[key] = [{**item, "memory": h} for h, reply in parts for item in reply[key]]
+    return found
 
 
 def _reply(composition: Composition, explain: bool) -> dict[str, Any]:

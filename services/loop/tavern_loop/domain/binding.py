@@ -108,9 +108,15 @@ def created_binding(
         character_id=parsed.character_id or _first_member(parsed.group),
         persona_id=parsed.persona_id,
         title=parsed.title,
-        memory_reach=parsed.memory_reach,
+        memory_reach=parsed.memory_reach or group_reach(parsed.group),
         group=parsed.group,
     )
+
+
+def group_reach(group: GroupBinding | None) -> MemoryReach | None:
+    """A group chat's own memory is its chat's (what is said there belongs to no one member);
+    each member recalls its own memory beside it (`GroupBinding.reach`)."""
+    return "chat" if group is not None else None
 
 
 def _first_member(group: GroupBinding | None) -> str | None:

@@ -7,10 +7,12 @@ The member's own replies stay `assistant`; the other members' lines become named
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.message import AssistantMessage, UserMessage
+from tavern_events.tool import ToolResult
 from tavern_loop.domain.history import Message
 from tavern_loop.domain.speakers import Line
 
@@ -25,6 +27,26 @@ def chat_lines(events: Iterable[SessionEvent]) -> list[Line]:
         elif isinstance(event, AssistantMessage) and event.payload.content:
             lines.append(Line(event.actor_id, event.payload.content))
     return lines
+
+
+SPEAKER_CHOOSE = "tavern_speaker_choose"
+
+
+def picked_next(events: Iterable[SessionEvent]) -> str | None:
+    """The member the model chose to speak next in these events: the last successful
+    `tavern_speaker_choose` result's `next` (read from the log, so a replay picks the same)."""
+    picked = None
+    for event in events:
+        if not isinstance(event, ToolResult) or event.payload.name != SPEAKER_CHOOSE:
+            continue
+        if not event.payload.ok:
+            continue
+        try:
+            found = json.loads(event.payload.content)["next"]["characterId"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        picked = found if isinstance(found, str) else picked
+    return picked
 
 
 def for_member(messages: list[Message], speaker: str) -> list[Message]:

@@ -51,6 +51,9 @@ class MacroEnv:
     last_char_message: str = ""
     original: str = ""
     """What `{{original}}` stands for in a card's own system prompt (the default main prompt)."""
+    group: str = ""
+    """A group chat's members, `Mira, Cael, Oren` (`{{group}}`, `{{charIfNotGroup}}`); empty
+    outside a group, where both stand for `{{char}}`."""
 
 
 def expand(text: str, env: MacroEnv) -> str:
@@ -86,8 +89,8 @@ def _one(body: str, offset: int, env: MacroEnv, rng: random.Random, raw: str) ->
 
 _SIMPLE: dict[str, Callable[[MacroEnv], str]] = {
     "char": lambda e: e.char,
-    "charifnotgroup": lambda e: e.char,
-    "group": lambda e: e.char,
+    "charifnotgroup": lambda e: e.group or e.char,
+    "group": lambda e: e.group or e.char,
     "user": lambda e: e.user,
     "persona": lambda e: e.persona,
     "description": lambda e: e.description,

@@ -60,6 +60,20 @@ def resolve_member(asked: str, group: GroupBinding, names: Mapping[str, str]) ->
     return Choice((found[0],))
 
 
+def model_pick(
+    asked: str, group: GroupBinding, names: Mapping[str, str], speaking: str | None
+) -> Choice:
+    """The model's choice of the next speaker (`tavern_speaker_choose`): only where the group
+    lets the model choose; a member who may speak, and not the one speaking now unless the
+    group allows self-responses."""
+    if not group.model_chooses:
+        return Choice((), "this group does not let the model choose who speaks")
+    choice = resolve_member(asked, group, names)
+    if choice.speakers and choice.speakers[0] == speaking and not group.allow_self_responses:
+        return Choice((), f"{names.get(speaking, speaking)} cannot answer itself in this group")
+    return choice
+
+
 def choose(
     group: GroupBinding,
     names: Mapping[str, str],

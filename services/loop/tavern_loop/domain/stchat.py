@@ -28,9 +28,13 @@ class ChatEntry:
     text: str
     name: str | None = None
     swipes: tuple[str, ...] = ()
+    speaker: str | None = None
+    """A group chat reply's member: SillyTavern sends it as `Name: text` (names behaviour
+    default, in a group)."""
 
     def message(self) -> dict[str, str]:
-        return {"role": "user" if self.is_user else "assistant", "content": self.text}
+        text = f"{self.speaker}: {self.text}" if self.speaker else self.text
+        return {"role": "user" if self.is_user else "assistant", "content": text}
 
 
 def st_chat(log: Iterable[SessionEvent]) -> list[ChatEntry]:
@@ -61,7 +65,8 @@ def _reply(entries: list[ChatEntry], event: AssistantMessage) -> None:
     elif event.form == REGENERATE and last is not None:
         entries[last] = replace(entries[last], text=p.content, swipes=(p.content,))
     else:
-        entries.append(ChatEntry(event.seq, False, p.content, swipes=(p.content,)))
+        speaker = p.speaker.name if p.speaker is not None else None
+        entries.append(ChatEntry(event.seq, False, p.content, swipes=(p.content,), speaker=speaker))
 
 
 def last_reply(entries: Sequence[ChatEntry]) -> int | None:

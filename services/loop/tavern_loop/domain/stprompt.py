@@ -103,6 +103,9 @@ class StInputs:
     env: MacroEnv
     options: StOptions = field(default_factory=StOptions)
     window_tokens: int = 8192
+    group: bool = False
+    """A group chat (SillyTavern's group prompt: the group's new-chat line, the members' names
+    in the history, the nudge to write only as the speaking member; `env.group` names them)."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,7 @@ def _system_block(inputs: StInputs, lore: dict[int, list[LoreEntry]]) -> str:
         _lore_text(inputs, lore.get(BEFORE_EXAMPLES, [])),
         *_examples(inputs),
         _lore_text(inputs, lore.get(AFTER_EXAMPLES, [])),
-        expand(options.new_chat_prompt, env),
+        expand(options.new_group_chat_prompt if inputs.group else options.new_chat_prompt, env),
     ]
     return "\n\n".join(p.strip() for p in parts if p.strip())
 
@@ -237,5 +240,8 @@ def _depth_notes(inputs: StInputs, lore: dict[int, list[LoreEntry]]) -> list[Dep
 
 
 def _after(inputs: StInputs) -> list[Message]:
+    """After the history: a group's nudge (the end of SillyTavern's chat history), then the
+    card's post-history instructions."""
+    nudge = expand(inputs.options.group_nudge_prompt, inputs.env).strip() if inputs.group else ""
     text = expand(inputs.card.post_history_instructions, inputs.env).strip()
-    return [{"role": "system", "content": text}] if text else []
+    return [{"role": "system", "content": t} for t in (nudge, text) if t]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +43,7 @@ class StProfile:
     ) -> None:
         self.assets, self.options, self.clock = assets, options, clock
         self._loaded: _Loaded | None = None
+        self._names: str | None = None
 
     async def plan(self, held: HeldLog, turn: int, window: int, form: str | None) -> RequestPlan:
         chat = st_chat(held.events)
@@ -51,9 +52,19 @@ class StProfile:
         loaded = await self._load()
         timed = (len(chat), past_activations(held.events, st_chat(held.events)))
         lore = await self._lore(chat, loaded, turn, timed)
-        env = self._env(loaded, chat, turn)
+        group = held.state.binding.group
+        members = await self._members(group.member_ids()) if group is not None else ""
+        env = replace(self._env(loaded, chat, turn), group=members)
         inputs = StInputs(
-            loaded.card, loaded.user, loaded.persona, lore, chat, env, self.options.st, window
+            loaded.card,
+            loaded.user,
+            loaded.persona,
+            lore,
+            chat,
+            env,
+            self.options.st,
+            window,
+            group=group is not None,
         )
         prompt = assemble(inputs)
         record = {**prompt.record(), "lore": [e.id for e in lore]}
@@ -73,6 +84,20 @@ class StProfile:
             user = str((persona or {}).get("name") or DEFAULT_USER)
             self._loaded = _Loaded(card, user, str((persona or {}).get("description") or ""))
         return self._loaded
+
+    async def _members(self, ids: Sequence[str]) -> str:
+        """A group's member names, as SillyTavern's `{{group}}` lists them (a card out of
+        reach by its id)."""
+        if self._names is None:
+            self._names = ", ".join([await self._member_name(cid) for cid in ids])
+        return self._names
+
+    async def _member_name(self, character_id: str) -> str:
+        try:
+            found = await self.assets.member(character_id)
+        except AssetsUnavailable:
+            found = None
+        return found[0] if found else character_id
 
     async def _lore(
         self,

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tavern_events import subjects
+from tavern_events.group import GroupBinding
+from tavern_loop.domain.speakers import model_pick
 from tavern_loop.tools.base import Tool, ToolContext, ToolOutput, ToolSpec
 from tavern_loop.tools.ledger_tools import failure
 
@@ -306,6 +308,42 @@ def scene_get() -> Tool:
     return Tool(spec, run)
 
 
+# --- tavern_speaker_choose ------------------------------------------------------------------------
+
+
+def speaker_choose() -> Tool:
+    """The model picks the group member who speaks next, where the group lets it
+    (`model_chooses`); the decision is the pure `speakers.model_pick`, and its result in the
+    log (`next`) is what the loop follows, so a replay of the log follows it too."""
+    spec = _spec(
+        "tavern_speaker_choose",
+        "In a group chat that lets you, choose the member who speaks next (a name or id as "
+        "tavern_scene_get lists the members). That member answers right after this reply.",
+        _object(
+            {
+                "name": {"type": "string", "minLength": 1, "maxLength": 128},
+                "reason": {"type": "string", "maxLength": 300},
+            },
+            ("name",),
+        ),
+    )
+
+    async def run(args: Any, ctx: ToolContext) -> ToolOutput:
+        given = args if isinstance(args, dict) else {}
+        group, names = ctx.binding.get("group"), ctx.binding.get("member_names")
+        speaking = ctx.binding.get("character_id")
+        if not isinstance(group, GroupBinding) or not isinstance(names, dict):
+            return ToolOutput.failure("NOT_BOUND", "this session is not a group chat")
+        choice = model_pick(str(given.get("name") or ""), group, names, speaking)
+        if choice.refusal is not None:
+            return ToolOutput.failure("REFUSED", choice.refusal)
+        chosen = choice.speakers[0]
+        data = {"next": {"characterId": chosen, "name": names.get(chosen, chosen)}}
+        return ToolOutput(json.dumps(data, ensure_ascii=False), data=data)
+
+    return Tool(spec, run)
+
+
 # --- acp_query ------------------------------------------------------------------------------------
 
 
@@ -403,4 +441,11 @@ def acp_query() -> Tool:
 
 def tavern_tools() -> list[Tool]:
     """The read-only agent-tavern tools, in the order the model sees them."""
-    return [character_get(), lore_search(), scene_get(), history_search(), acp_query()]
+    return [
+        character_get(),
+        lore_search(),
+        scene_get(),
+        speaker_choose(),
+        history_search(),
+        acp_query(),
+    ]

@@ -18,6 +18,10 @@ Rules (what becomes a line, exactly once, keyed by the session log seq in `extra
   `chat_metadata`); each imported line (`chat/line`, or a message whose payload keeps the line
   it came from) is written as the file held it, fields in their order, with the provenance mark
   added to its `extra`.
+- A group chat is `group chats/<chat id>.jsonl` and, as SillyTavern's `/api/chats/group/save`
+  writes it, holds the message lines only, joined by newlines; its header (`chat_metadata`)
+  goes into the group's definition (`domain.groupdef`). Its group binding follows
+  `session/binding-changed` and the `group/*` membership events.
 """
 
 from __future__ import annotations
@@ -31,10 +35,19 @@ from urllib.parse import quote
 
 from tavern_events.chat import ChatImported, ChatLine
 from tavern_events.envelope import SessionEvent
+from tavern_events.group import (
+    GroupBinding,
+    MemberAdded,
+    MemberMuted,
+    MemberRemoved,
+    MemberUnmuted,
+    apply_member_event,
+)
 from tavern_events.message import AssistantMessage, UserMessage
 from tavern_events.request import AgentRequest
 from tavern_events.session import SessionBindingChanged
 from tavern_projector.domain import stformat, swipes
+from tavern_projector.domain.groupdef import GROUP_CHATS
 
 REDACTED = "[redacted]"
 GREETING = "greeting"
@@ -57,15 +70,19 @@ class ChatBinding:
     forked_at_seq: int | None = None
     folder: str | None = None
     """The card's file stem (SillyTavern's chats folder for it); else the character's name."""
+    group: GroupBinding | None = None
+    """A group chat's members and settings as they stand (None: one character)."""
 
     @property
     def directory(self) -> str:
+        if self.group is not None:
+            return GROUP_CHATS
         return self.folder or stformat.safe_name(self.character)
 
     @property
     def key(self) -> str:
         """`<card file stem>/<chat id>`: the chat's path under the chats directory, minus
-        `.jsonl`."""
+        `.jsonl`; a group chat's is `group chats/<chat id>`, beside the chats directory."""
         return f"{self.directory}/{self.chat_id}"
 
 
@@ -95,6 +112,8 @@ class ChatState:
         self.encoded.append(stformat.dumps(message))
 
     def render(self) -> bytes:
+        if self.binding.group is not None:  # lines only, no trailing newline, as SillyTavern
+            return "\n".join(self.encoded).encode()
         return ("\n".join([stformat.dumps(self.header), *self.encoded]) + "\n").encode()
 
 
@@ -116,6 +135,17 @@ def new_chat(
 ) -> ChatState:
     """An empty chat (a fork starts with the parent's lines up to the fork point)."""
     return ChatState(binding, header(binding, created, tz), list(copied))
+
+
+def read_file(binding: ChatBinding, data: bytes, head: dict[str, Any] | None) -> ChatState:
+    """A chat read back from its file; a group chat's header is `head` (kept beside it), and
+    a header line found in its file (another SillyTavern's) is not a message."""
+    if binding.group is None:
+        return from_file(binding, *stformat.parse(data))
+    lines = stformat.parse_lines(data)
+    if lines and "mes" not in lines[0] and "name" not in lines[0]:
+        lines = lines[1:]
+    return from_file(binding, head or {}, lines)
 
 
 def from_file(
@@ -145,6 +175,10 @@ def apply(state: ChatState, event: SessionEvent, tz: tzinfo) -> ChatState:
         state.gen_started = event.ts
     elif isinstance(event, SessionBindingChanged):
         state.binding = _rebound(state.binding, event)
+    elif isinstance(event, MemberAdded | MemberRemoved | MemberMuted | MemberUnmuted):
+        if state.binding.group is not None:
+            group = apply_member_event(state.binding.group, event)
+            state.binding = replace(state.binding, group=group)
     elif isinstance(event, ChatImported):
         _imported_header(state, event)
     elif isinstance(event, ChatLine):
@@ -250,7 +284,10 @@ def _append(state: ChatState, event: SessionEvent, line: dict[str, Any] | None) 
 def _rebound(binding: ChatBinding, event: SessionBindingChanged) -> ChatBinding:
     target = event.payload
     return replace(
-        binding, architecture=target.to_architecture, context_mode=target.to_context_mode
+        binding,
+        architecture=target.to_architecture,
+        context_mode=target.to_context_mode,
+        group=target.group if target.group is not None else binding.group,
     )
 
 

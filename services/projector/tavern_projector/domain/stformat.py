@@ -100,6 +100,14 @@ def render(header: dict[str, Any], messages: Sequence[dict[str, Any]]) -> bytes:
 
 def parse(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Header and messages of a chat file; raises `ChatFormatError` naming the bad line."""
+    objects = parse_lines(data)
+    if not objects:
+        raise ChatFormatError("chat log is empty")
+    return objects[0], objects[1:]
+
+
+def parse_lines(data: bytes) -> list[dict[str, Any]]:
+    """Every JSON object line of a file (a group chat has no header); blank lines skipped."""
     objects: list[dict[str, Any]] = []
     for number, line in enumerate(data.decode().split("\n"), start=1):
         if not line.strip():
@@ -111,6 +119,4 @@ def parse(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if not isinstance(value, dict):
             raise ChatFormatError(f"line {number}: not a JSON object")
         objects.append(value)
-    if not objects:
-        raise ChatFormatError("chat log is empty")
-    return objects[0], objects[1:]
+    return objects

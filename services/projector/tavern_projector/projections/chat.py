@@ -1,4 +1,5 @@
-"""The chat projection: SillyTavern JSONL files under `<data dir>/chats`, one per session.
+"""The chat projection: SillyTavern JSONL files under `<data dir>/chats`, one per session;
+group chats in `group chats/` beside it with their groups' definitions in `groups/`.
 
 Files are rewritten whole and atomically; `projector.chats` records which session writes
 which file, its revision and its status. A file someone else changed since it was written here
@@ -14,6 +15,7 @@ log seq in `extra.agentTavern`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections import OrderedDict
@@ -23,12 +25,14 @@ from datetime import datetime, tzinfo
 from typing import Any, ClassVar
 
 from tavern_events.envelope import SessionEvent
+from tavern_events.group import GroupBinding
 from tavern_events.session import SessionCreated
 from tavern_events.streams import SESSIONS
-from tavern_projector.chatfiles import ChatFiles, swap_directories
+from tavern_projector.chatfiles import ChatFiles, sibling, swap_all
 from tavern_projector.chatfiles import revision as file_revision
-from tavern_projector.domain import chat, stformat
+from tavern_projector.domain import chat, groupdef, stformat
 from tavern_projector.domain.chat import ChatBinding, ChatState
+from tavern_projector.domain.groupdef import GROUPS, Card, GroupChat
 from tavern_projector.framework import Conn, Entry, Projection, Target, lock_redactions
 from tavern_runtime.logs import get_logger
 
@@ -40,6 +44,7 @@ FILTERS = (
     "tavern.session.*.user.message",
     "tavern.session.*.assistant.message",
     "tavern.session.*.chat.>",
+    "tavern.session.*.group.>",
 )
 CACHE_SIZE = 256
 FLUSH_EVERY = 256
@@ -125,6 +130,9 @@ class ChatProjection(Projection):
                 files.remove(cached.state.moved_from)
                 cached.state.moved_from = None
             await save_row(conn, target, cached)
+        groups = {c.state.binding.group.group_id for _, c in dirty if c.state.binding.group}
+        for group_id in sorted(groups):
+            await write_definition(conn, target, group_id)
         while len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)
 
@@ -187,7 +195,7 @@ class ChatProjection(Projection):
                 raise FileNotFoundError(f"chat file {binding.key}.jsonl is missing")
             state = chat.new_chat(binding, row["created_at"], self.tz)
         else:
-            state = chat.from_file(binding, *stformat.parse(data))
+            state = chat.read_file(binding, data, _json(row["chat_header"]))
             state.last_seq = max(state.last_seq, row["last_seq"] or 0)  # deleted lines stay so
         state.gen_started = row["gen_started"]
         state.redacted = await redacted_seqs(conn, session_id)
@@ -223,6 +231,7 @@ class ChatProjection(Projection):
             p.parent_session_id,
             p.forked_at_seq,
             card["file_stem"] if card else None,
+            p.group,
         )
 
     async def _fork_lines(
@@ -239,7 +248,7 @@ class ChatProjection(Projection):
     async def forget_sessions(self, conn: Conn, target: Target, session_ids: Sequence[str]) -> None:
         rows = await conn.fetch(
             f"DELETE FROM {target.table('chats')} WHERE session_id = ANY($1::text[])"
-            " RETURNING chat_key, edited_outside_at",
+            " RETURNING chat_key, edited_outside_at, group_id",
             list(session_ids),
         )
         files = ChatFiles(target.chats_dir)
@@ -247,6 +256,8 @@ class ChatProjection(Projection):
             if row["edited_outside_at"] is not None and row["chat_key"]:
                 files.keep_aside(row["chat_key"], _stamp(row["edited_outside_at"]))
             files.remove(row["chat_key"])
+        for group_id in sorted({r["group_id"] for r in rows if r["group_id"]}):
+            await write_definition(conn, target, group_id)
         for session_id in session_ids:
             self.cache.pop(session_id, None)
             self.skipped.discard(session_id)
@@ -259,10 +270,11 @@ class ChatProjection(Projection):
         await keep_edited(conn, shadow.as_live(), shadow)
         os.sync()  # the shadow's files were written without an fsync each
         await super().swap(conn, shadow)
-        self.old_dir = swap_directories(shadow.as_live().chats_dir, shadow.chats_dir)
+        self.old_dirs = swap_all(shadow.as_live().chats_dir, shadow.chats_dir)
 
     async def after_swap(self, shadow: Target) -> None:
-        shutil.rmtree(getattr(self, "old_dir", shadow.chats_dir), ignore_errors=True)
+        for old in getattr(self, "old_dirs", [shadow.chats_dir]):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 async def keep_edited(conn: Conn, live: Target, shadow: Target) -> None:
@@ -277,9 +289,9 @@ async def keep_edited(conn: Conn, live: Target, shadow: Target) -> None:
         if old.keep_aside(row["chat_key"], _stamp(row["edited_outside_at"]), new) is not None:
             log.warning("edited_chat_kept_aside", chat_key=row["chat_key"])
     for relative in old.asides():
-        target = shadow.chats_dir / relative
+        target = new.located(relative)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(live.chats_dir / relative, target)
+        shutil.copyfile(old.located(relative), target)
 
 
 def _stamp(ts: datetime) -> str:
@@ -291,6 +303,7 @@ def _stamp(ts: datetime) -> str:
 
 def binding_of(row: Any) -> ChatBinding:
     folder = str(row["chat_key"] or "").rpartition("/")[0]
+    group = _json(row["group_binding"])
     return ChatBinding(
         row["session_id"],
         row["chat_id"],
@@ -301,7 +314,47 @@ def binding_of(row: Any) -> ChatBinding:
         row["parent_session_id"],
         row["forked_at_seq"],
         folder or None,
+        GroupBinding.model_validate(group) if group else None,
     )
+
+
+def _json(value: Any) -> dict[str, Any] | None:
+    found = json.loads(value) if isinstance(value, str) else value
+    return found if isinstance(found, dict) else None
+
+
+async def write_definition(conn: Conn, target: Target, group_id: str) -> None:
+    """Write `groups/<group id>.json` from every chat of the group (none left: remove it)."""
+    rows = await conn.fetch(
+        f"SELECT chat_id, group_binding, chat_header FROM {target.table('chats')}"
+        " WHERE group_id = $1 AND group_binding IS NOT NULL ORDER BY created_at, session_id",
+        group_id,
+    )
+    path = sibling(target.chats_dir, GROUPS) / f"{group_id}.json"
+    if not rows:
+        path.unlink(missing_ok=True)
+        return
+    chats = [
+        GroupChat(
+            r["chat_id"],
+            GroupBinding.model_validate(_json(r["group_binding"])),
+            dict((_json(r["chat_header"]) or {}).get("chat_metadata") or {}),
+        )
+        for r in rows
+    ]
+    members = sorted({m for c in chats for m in c.group.member_ids()})
+    cards = await conn.fetch(
+        "SELECT asset_id, name, file_stem FROM projector.characters WHERE asset_id = ANY($1)",
+        members,
+    )
+    by_id = {
+        c["asset_id"]: Card(
+            f"{c['file_stem'] or stformat.safe_name(c['name'], 'character')}.png", c["name"]
+        )
+        for c in cards
+    }
+    found = groupdef.definition(chats, by_id)
+    ChatFiles(target.chats_dir, durable=not target.shadow).write_path(path, groupdef.render(found))
 
 
 async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
@@ -310,15 +363,16 @@ async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
         f"""INSERT INTO {target.table("chats")} (session_id, chat_key, chat_id, character,
                user_name, architecture, context_mode, parent_session_id, forked_at_seq,
                created_at, message_count, last_seq, gen_started, revision, status, updated_at,
-               edited_outside_at)
+               edited_outside_at, group_id, group_binding, chat_header)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'ok', now(),
-               CASE WHEN $15 THEN now() END)
+               CASE WHEN $15 THEN now() END, $16, $17::jsonb, $18::jsonb)
             ON CONFLICT (session_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,
                character = EXCLUDED.character, user_name = EXCLUDED.user_name,
                architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
                message_count = EXCLUDED.message_count, last_seq = EXCLUDED.last_seq,
                gen_started = EXCLUDED.gen_started, revision = EXCLUDED.revision,
-               updated_at = now(),
+               updated_at = now(), group_id = EXCLUDED.group_id,
+               group_binding = EXCLUDED.group_binding, chat_header = EXCLUDED.chat_header,
                edited_outside_at = COALESCE(EXCLUDED.edited_outside_at,
                                             {target.table("chats")}.edited_outside_at)""",
         b.session_id,
@@ -336,6 +390,9 @@ async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
         state.gen_started,
         cached.revision,
         cached.edited_outside,
+        b.group.group_id if b.group else None,
+        b.group.model_dump_json() if b.group else None,
+        json.dumps(state.header) if b.group else None,
     )
     cached.edited_outside = False
 

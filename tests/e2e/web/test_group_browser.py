@@ -1,0 +1,92 @@
+"""A group chat in the web app, in a real Chromium against the whole stack as processes: the
+owner starts one with two characters, and each reply shows its speaker's name and avatar."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.web.conftest import shot
+from tests.reliability.stack import Stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
+
+CARDS = Path(__file__).resolve().parents[2] / "fixtures" / "cards"
+REPLY_S = 30_000  # ms
+MEMBERS = ("Mira", "苏青")
+
+
+async def test_a_group_chat_shows_each_speakers_name_and_avatar(stack: Stack, browser: Any) -> None:
+    context = await browser.new_context()
+    page = await context.new_page()
+    try:
+        await _group_chat(stack, page)
+    except BaseException:
+        await shot(page, "failed-group-chat")
+        raise
+    finally:
+        await context.close()
+
+
+async def _group_chat(stack: Stack, page: Any) -> None:
+    await page.goto(stack.gateway_url)
+    await page.get_by_label("User name").fill("ada")
+    await page.get_by_label("Password (10 characters or more)").fill("lighthouse-keeper-42")
+    await page.get_by_role("button", name="Create owner account").click()
+    await page.get_by_role("heading", name="Characters").wait_for()
+    for card, name in (("v2_mira.png", "Mira"), ("v3_suqing.png", "苏青")):
+        await page.get_by_label("Card, lorebook or persona file").set_input_files(str(CARDS / card))
+        await page.get_by_text(f"Imported character {name}.").wait_for()
+
+    # Two members picked: the chat is a group (the first member opens it).
+    for name in MEMBERS:
+        await page.get_by_role("checkbox", name=name).check()
+    await page.get_by_role("button", name="Start chat").click()
+    await page.wait_for_url(re.compile(r"/chat/s-"))
+    await page.get_by_text(re.compile("group of 2")).wait_for()
+    await page.get_by_role(
+        "heading", name=re.compile(r"^Group chat with (Mira, 苏青|苏青, Mira)$")
+    ).wait_for()
+    await page.get_by_role("button", name="Let 苏青 speak").wait_for()
+    await page.get_by_role("button", name="Let Mira speak").wait_for()
+    await page.get_by_text(re.compile("^(The door creaks open.|门吱呀一声开了。)$")).wait_for()
+
+    # A message: the members the strategy picks answer, each under its own name and avatar.
+    turn = await _send(page, "Good evening, both of you.")
+    replies = turn.locator(".msg.assistant[data-streaming='false'][data-speaker]")
+    await replies.first.wait_for(timeout=REPLY_S)
+    for index in range(await replies.count()):
+        reply = replies.nth(index)
+        speaker = await reply.get_attribute("data-speaker")
+        assert speaker in MEMBERS
+        await reply.locator(".who", has_text=speaker).wait_for()
+        await reply.get_by_text(f"{speaker} here.").first.wait_for()
+        await reply.get_by_role("img", name=f"Avatar of {speaker}").wait_for()
+    await page.wait_for_function(
+        "() => [...document.querySelectorAll('#log img.speaker-avatar')].every("
+        "i => i.complete && i.naturalWidth > 0)"
+    )
+
+    # The user's own choice: 苏青 answers now.
+    turns = await page.locator("#log li.turn[data-outcome]").count()
+    await page.get_by_role("button", name="Let 苏青 speak").click()
+    turn = page.locator("#log li.turn[data-outcome]").nth(turns)
+    await turn.wait_for(timeout=REPLY_S)
+    chosen = turn.locator(".msg.assistant[data-speaker='苏青']")
+    await chosen.get_by_role("img", name="Avatar of 苏青").wait_for()
+    await chosen.get_by_text("苏青 here.").first.wait_for()
+    await shot(page, "group-chat")
+
+
+async def _send(page: Any, text: str) -> Any:
+    """Send a message with the keyboard; the turn that answers it, once it has ended."""
+    turns = await page.locator("#log li.turn[data-outcome]").count()
+    box = page.get_by_label("Message")
+    await box.fill(text)
+    await box.press("Enter")
+    turn = page.locator("#log li.turn[data-outcome]").nth(turns)
+    await turn.wait_for(timeout=REPLY_S)
+    return turn

@@ -1,0 +1,62 @@
+"""A group chat's memory on the loop, the ledger and the projector: what is said in the group
+is the group chat's; each speaking member also recalls its own memory, labelled as its."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.groups.test_group_turns import cast, create, group
+from tests.integration.ledger.stores.conftest import Ledger
+from tests.integration.loop.checks import of_type
+from tests.integration.profiles.conftest import command
+from tests.integration.projector.conftest import Projector
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+FACT = "My sister Ines works as a pediatric nurse in Porto"
+
+
+async def test_each_member_recalls_its_own_memory_beside_the_group_chats(
+    projector: Projector, ledger: Ledger, tmp_path: Path
+) -> None:
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine()
+    await command(projector.bus, "solo", "create", character_id=ids["Mira"])
+    await projector.bus.say("solo", FACT)
+    await projector.bus.turns_ended("solo", 2)
+
+    await ingested(ledger, "solo", "pediatric nurse")
+    await create(projector, "gm", group(ids, ["Mira", "Cael"], activation="list"))
+    await projector.bus.say("gm", "The lighthouse bell rang at midnight.")
+    await projector.bus.turns_ended("gm", 2)
+    await ingested(ledger, "gm", "lighthouse bell")
+    await projector.bus.say(
+        "gm", "Does anyone know when the lighthouse bell rang, or what Ines does?"
+    )
+    events = await projector.bus.turns_ended("gm", 3)
+    assert events[0].payload.memory_reach == "chat", "the group chat's own memory"
+    recalled = {
+        e.actor_id: e.payload.text
+        for e in of_type(events, "user/message")
+        if e.form == "recall" and e.turn == 3
+    }
+    assert set(recalled) == {ids["Mira"], ids["Cael"]}, "each member's steps recall for it"
+    assert "[Mira's own memory]" in recalled[ids["Mira"]]
+    assert "pediatric nurse in Porto" in recalled[ids["Mira"]], "from Mira's own chat"
+    assert "pediatric nurse" not in recalled[ids["Cael"]], "not Cael's memory"
+    for member in ("Mira", "Cael"):
+        said, _, own = recalled[ids[member]].partition(f"[{member}'s own memory]")
+        assert "[This group chat's memory]" in said
+        assert "bell rang at midnight" in said, f"the group chat's memory for {member}"
+        assert "bell rang" not in own, "what the group heard is not a member's own memory"
+
+
+async def ingested(ledger: Ledger, session_id: str, text: str) -> None:
+    async def found() -> bool:
+        reply = await ledger.call("query", {"session_id": session_id, "text": text})
+        return bool(reply.get("items"))
+
+    await eventually(found, timeout=20)
