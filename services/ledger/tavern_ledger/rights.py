@@ -11,6 +11,7 @@ from typing import Any
 
 from tavern_ledger import audit, outbox
 from tavern_ledger.changes import Actor, commit_change
+from tavern_ledger.consolidation.observations import observation_view
 from tavern_ledger.domain import lifecycle
 from tavern_ledger.domain.corrections import correction_row
 from tavern_ledger.domain.eligibility import Readable, ReadContext, read_gate
@@ -19,12 +20,10 @@ from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
 from tavern_ledger.errors import InvalidTransition, NotFound
-from tavern_ledger.evidence import Conn
+from tavern_ledger.evidence import Conn, observations
 from tavern_ledger.evidence import rows as evidence
 from tavern_ledger.evidence.rows import EvidenceFilter
 from tavern_ledger.ingest import Clock, utc_now
-from tavern_ledger.consolidation.observations import observation_view
-from tavern_ledger.evidence import observations
 from tavern_ledger.scopes import evidence as evidence_scope
 from tavern_ledger.transactions import PoolSource, connection, transaction
 

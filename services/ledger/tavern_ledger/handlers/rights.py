@@ -27,7 +27,6 @@ from tavern_ledger.requests import (
     RecallBody,
     StatsBody,
 )
-from tavern_ledger.evidence.rows import EvidenceFilter
 from tavern_ledger.rights import Correction, ModelQuery
 from tavern_ledger.transfer import ExportRequest, ImportRequest
 from tavern_runtime.context import Context, Message
