@@ -30,6 +30,7 @@ READS = {
     "tavern_lore_search": "lorebooks",
     "tavern_character_get": "character cards and personas",
     "tavern_scene_get": "the session's own binding",
+    "tavern_speaker_choose": "the group's own members: a choice of speaker, not information",
     "spill_read": "a tool result already in the log",
 }
 CHANGES_STORES = {

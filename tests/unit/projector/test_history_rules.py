@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tavern_events.parts import Usage
+from tavern_events.rpc.projector import HISTORY_EXCERPT_CHARS_MAX
 from tavern_events.turn import TurnEnded, TurnEndedPayload, TurnStarted, TurnStartedPayload
 from tavern_projector import restore, sources
 from tavern_projector.domain import history, requests, sessions
@@ -29,7 +30,7 @@ def test_requests_are_clamped_to_the_caps() -> None:
         }
     )
     assert (request.limit, request.max_tokens, tokens) == (100, 1, ["lamp", "灯塔"])
-    assert request.excerpt_chars == history.EXCERPT_CHARS_MAX
+    assert request.excerpt_chars == HISTORY_EXCERPT_CHARS_MAX
     lore = history.validated(requests.LoreRequest, {"scan_depth": 5000, "limit": 0})
     assert (lore.scan_depth, lore.limit) == (100, 1)
 

@@ -36,11 +36,12 @@ READING_TOOLS: frozenset[str] = frozenset(
         "tavern_lore_search",
         "tavern_character_get",
         "tavern_scene_get",
+        "tavern_speaker_choose",
         "spill_read",
     }
 )
 """Tools that read what the tavern already holds (memory, the ledger, chat history, cards and
-lorebooks, spilled output). Their results are never evidence, whatever the configuration:
+lorebooks, spilled output, the group's own members). Their results are never evidence, whatever the configuration:
 ingesting them would echo memory into memory (tests/unit/ledger/test_reading_tools.py lists
 every tool the loop offers and holds each to this rule or names why it may feed the ledger)."""
 STORE_TOOLS: frozenset[str] = frozenset(
