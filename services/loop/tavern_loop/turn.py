@@ -611,6 +611,35 @@ class TurnRunner:
         payload = UserMessagePayload(text="\n".join(lines))
         self.stage(self.draft(UserMessage, payload, source="plugin:consolidator", form="approval"))
 
+    async def answer_busy(self) -> int:
+        """Answer the `/compact`s that arrived while this turn runs ("busy"), called by the
+        input watcher as soon as one is delivered, so a long step does not keep it waiting.
+
+        Only those at the head of the unclaimed inputs are answered: claims stay in the order
+        of INPUTS and the cursor never passes an input still waiting (a message for the next
+        step boundary or a turn of its own), so a `/compact` behind one is answered in its
+        turn. Returns how many were answered."""
+        state = self.held.state
+        found = await arrived_inputs(
+            self.deps.js,
+            state.session_id,
+            state.input_cursor,
+            self.deps.options.max_claims_per_turn,
+            self.arrivals,
+            state.claimed_ids,
+        )
+        # From here to the last stage nothing awaits: the boundary's claim cannot interleave.
+        if state.open_turn is None or state.open_turn.turn != self.draft.turn:
+            return 0  # the turn ended meanwhile: the next one claims the command
+        answered = 0
+        for item in found:
+            if item.input_id in state.claimed_ids:
+                continue
+            if not self._busy(self._authenticated(item), []):
+                break
+            answered += 1
+        return answered
+
     def _busy(self, item: PendingInput, before: list[PendingInput]) -> bool:
         """A `/compact` of the session's owner that arrived mid-turn is answered at once
         ("busy") and claimed by that answer, rather than waiting for the turn to end; only
@@ -619,6 +648,8 @@ class TurnRunner:
         if slash is None or slash.payload.name != "compact" or not self._owners(item):
             return False
         if any(p.message is not None for p in before):
+            return False
+        if item.input_id in self.held.state.claimed_ids:
             return False
         busy = compaction.skipped("command", "busy")
         update = {"input_id": item.input_id, "claimed": (item.claim(),)}

@@ -368,7 +368,7 @@ function chatPage() {
     if (!text) return;
     clearNotice();
     try {
-      if (text === "/compact" || text === "/compact now") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: text === "/compact now" ? { now: true } : {} });
+      if (text === "/compact") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: {} });
       else await api("POST", `/api/sessions/${sid}/messages`, { text });
       box.value = "";
       sessionStorage.removeItem(draftKey);
