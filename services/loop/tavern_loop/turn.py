@@ -875,6 +875,9 @@ class TurnRunner:
             binding["character_id"] = self.speaker.character_id
             binding["scene_group"] = self._scene_group(self.speaker)
             binding["member_names"] = dict(self.cast.names) if self.cast is not None else {}
+        member = self._member()
+        if member is not None:  # its memory and variable tools write to its own scope
+            binding["member"] = member.character_id
 
         def context(call: ToolCallRequest) -> ToolContext:
             return ToolContext(
