@@ -377,18 +377,27 @@ class TurnRunner:
             raise TurnCancelled
 
     async def _greet(self) -> None:
-        """A new chat opens with the character's greeting, before anything is said."""
+        """A new chat opens with the character's greeting, before anything is said; a new
+        group chat with every member's, in the group's order (as SillyTavern's
+        `getGroupChat` greets a fresh group chat: muted members too, a member whose card has
+        no greeting skipped)."""
         state = self.held.state
-        assets = Assets(self.rpc, state.session_id, state.binding)
-        payload = await greeting_payload(assets, self.deps.clock)
-        if payload is None:
+        group = state.binding.group
+        if group is None or self.cast is None:
+            assets = Assets(self.rpc, state.session_id, state.binding)
+            payload = await greeting_payload(assets, self.deps.clock)
+            if payload is not None:
+                self.stage(self.draft(AssistantMessage, payload, form=GREETING))
             return
-        first = state.binding.character_id
-        if self.cast is not None and first is not None:  # a group: its first member greets
-            payload = payload.model_copy(update={"speaker": self.cast.speaker(first)})
-            self.stage(self.draft(AssistantMessage, payload, form=GREETING, actor_id=first))
-            return
-        self.stage(self.draft(AssistantMessage, payload, form=GREETING))
+        for member in group.member_ids():
+            binding = replace(state.binding, character_id=member)
+            payload = await greeting_payload(
+                Assets(self.rpc, state.session_id, binding), self.deps.clock
+            )
+            if payload is None:
+                continue
+            payload = payload.model_copy(update={"speaker": self.cast.speaker(member)})
+            self.stage(self.draft(AssistantMessage, payload, form=GREETING, actor_id=member))
 
     def _access_refusal(self, claimed: list[PendingInput]) -> str | None:
         """A message or command from someone the session does not belong to: the turn is
