@@ -198,8 +198,8 @@ def test_services_parse_requests_with_the_contract_models() -> None:
     from tavern_ledger import requests as ledger
     from tavern_ledger.consolidation import requests as consolidation
     from tavern_ledger.toolcalls import rpc as stores
-    from tavern_projector.domain import history
     from tavern_projector import replays
+    from tavern_projector.domain import history
     from tavern_projector.domain import requests as projector
 
     assert ledger.RecallBody is rpc.BY_SUBJECT["tavern.rpc.ledger.recall"].request
