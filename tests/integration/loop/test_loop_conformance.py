@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from tavern_events.context import ContextCompactionSkipped
+from tavern_loop.dispatch import claimed_in_log
 from tests.integration.loop.checks import (
     RecordingProvider,
     check_requests,
@@ -180,6 +181,8 @@ async def test_compact_sent_mid_turn_is_answered_busy_at_once(bus: LoopBus) -> N
     assert [c.input_id for c in busy.payload.claimed] == [command_id]
     assert busy.payload.detail.startswith("busy")
     assert isinstance(busy, ContextCompactionSkipped)
+    # what the dispatcher reads from the log when no runner holds the session
+    assert await claimed_in_log(bus.js, "s1", busy.payload.claimed[0].stream_seq)
     await bus.say("s1", "next")  # the compact was answered: it does not run later either
     events = await bus.turns_ended("s1", 2)
     assert [e.payload.trigger for e in of_type(events, "turn/start")] == ["input", "input"]
