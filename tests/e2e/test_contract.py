@@ -6,7 +6,7 @@ every RPC request and every RPC reply against the document's schemas and headers
 The run imports a card, then follows the memory flow of test_memory_defaults (a fact told in one
 session recalled in the next) with the loop's tools asked in plain words (memory, variables,
 history, scene, character, lore, the evidence query); then, as an operator's CLI would, it asks
-every other operation of the document once, on what earlier replies named: all 55 RPCs answer
+every other operation of the document once, on what earlier replies named: all 59 RPCs answer
 and every reply is checked, the errors the run provokes on purpose included. Last, a malformed
 event in a session log is parked by its consumers, and the dead letters are checked too.
 """
@@ -28,6 +28,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from nats.aio.msg import Msg
 
+from tavern_events import rpc
 from tavern_runtime.bus import login_options
 from tavern_runtime.cards import importer
 from tests.reliability.driver import Driver
@@ -47,6 +48,7 @@ EXPECTED_ERRORS = {
     ("ledger_rollback", "conflict"),  # rolling back a row nothing superseded
     ("ledger_consolidation_candidate_transition", "conflict"),  # rolling back a rejected one
     ("consolidator_rules_decide", "not_found"),  # unpinning rule 99 of a scope with one
+    ("projector_replay_status", "not_found"),  # a replay job nobody started
 }
 """Error replies the run provokes, each validated against the document's error message."""
 POISON_SUBJECT = "tavern.session.poisoned.turn.start"
@@ -242,6 +244,7 @@ async def _operator(nc: Any) -> None:
         ("ledger.consolidation.candidate.list", {"scope_id": scope}),
         ("projector.status", {}),
         ("projector.sessions.list", {"limit": 5}),
+        ("projector.replay.status", {"job_id": "replay-none"}),  # not_found
         ("projector.scene.get", {"session_id": "k2"}),
         ("consolidator.status", {"scope_id": scope}),
         ("consolidator.distil", {"scope_id": scope}),
@@ -258,7 +261,19 @@ async def _operator(nc: Any) -> None:
     ]
     for operation, body in asked:
         await _ask(nc, f"tavern.rpc.{operation}", body)
+    await _replay(nc)
     await _changes(nc, scope, evidence, found["items"][-1]["evidence_id"])
+
+
+async def _replay(nc: Any) -> None:
+    """An operator's replay of the session read models, followed until it is done."""
+    job = await _ask(nc, "tavern.rpc.projector.replay.start", {"projection": "sessions"})
+
+    async def done() -> bool:
+        status = {"job_id": job["job_id"]}
+        return (await _ask(nc, "tavern.rpc.projector.replay.status", status))["state"] == "done"
+
+    await eventually(done, timeout=30)
 
 
 async def _changes(nc: Any, scope: str, evidence: str, other: str) -> None:
@@ -292,6 +307,13 @@ async def _changes(nc: Any, scope: str, evidence: str, other: str) -> None:
         "evidence_ids": [evidence],
     }
     await _ask(nc, f"{ledger}.observation.propose", proposal)
+    held = {**proposal, "subject": "dev server", "text": "runs its API at localhost:8080"}
+    await _ask(nc, f"{ledger}.observation.propose", held)  # env-bound: held for review
+    queue = await _ask(nc, f"{ledger}.observation.list", {"scope_id": scope})
+    assert [o["subject"] for o in queue["items"]] == ["dev server"], queue
+    release = {"observation_id": queue["items"][0]["observation_id"], "reason": "shared"}
+    await _ask(nc, f"{ledger}.observation.release", release)
+    await _ask(nc, f"{ledger}.observation.list", {"scope_id": scope, "state": "all"})
     rule = {"scope_id": scope, "domain": "style", "title": "Short", "text": "Answer briefly"}
     activated = await _ask(
         nc, f"{ledger}.consolidation.rule.activate", {**rule, "source": "manual"}
@@ -389,6 +411,6 @@ async def test_a_subscriber_knowing_only_the_documents_validates_a_whole_run(
     for channel in ("session", "input", "ledger", "asset", "dlq"):
         assert counts[channel] > 0, (channel, counts)
     rpcs = {k for k, op in contract.document["operations"].items() if op["action"] == "receive"}
-    assert len(rpcs) == 55
+    assert len(rpcs) == len(rpc.ALL) == 59
     missing = {r for r in rpcs if counts[f"{r} reply"] == 0}
     assert missing == set(), (missing, counts)

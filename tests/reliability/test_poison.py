@@ -17,14 +17,9 @@ from typing import Any
 import pytest
 
 from tavern_cli import catalog
-from tavern_consolidator import handlers as consolidator_handlers
-from tavern_events import subjects
+from tavern_events import rpc, subjects
 from tavern_events.dlq import DeadLetter
 from tavern_events.ids import new_id
-from tavern_ledger import handlers as ledger_handlers
-from tavern_ledger.handlers import consolidation as ledger_consolidation
-from tavern_ledger.toolcalls import rpc as store_rpc
-from tavern_projector import handlers as projector_handlers
 from tavern_projector.sources import subject_matches
 from tests.reliability import poison as corpus
 from tests.reliability.driver import Driver
@@ -320,20 +315,10 @@ async def _log(stack: Stack, session_id: str) -> list[dict[str, Any]]:
 
 
 def rpc_subjects() -> dict[str, list[str]]:
-    """Every RPC subject of every service, from their registration tables."""
-    ledger = [*ledger_handlers.RPCS, *(op.name for op in store_rpc.OPERATIONS)]
-    ledger += [f"consolidation.{op}" for op in ledger_consolidation.RPCS]
-    return {
-        "ledger": [subjects.rpc("ledger", op) for op in ["ping", *ledger]],
-        "projector": [
-            subjects.rpc("projector", op)
-            for op in ["ping", "status", *projector_handlers.RPCS, *projector_handlers.OWNED]
-        ],
-        "consolidator": [
-            subjects.rpc("consolidator", op) for op in ["ping", *consolidator_handlers.RPCS]
-        ],
-        "loop": [subjects.rpc("loop", "ping")],
-    }
+    """Every RPC subject of every service, from the contract's catalog (`tavern_events.rpc`,
+    which tests/unit/contract/test_asyncapi.py holds to what each service registers), so an
+    RPC added to a service is poisoned here too."""
+    return {service: [r.subject for r in rpc.of_service(service)] for service in rpc.SERVICES}
 
 
 @dataclass

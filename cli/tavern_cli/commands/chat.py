@@ -20,7 +20,7 @@ from tavern_events.subjects import InvalidIdError
 from tavern_runtime.errors import TavernError
 
 HELP = (
-    "commands: /cancel (stop the current turn), /compact (or /compact now), "
+    "commands: /cancel (stop the current turn), /compact (no arguments), "
     "/mode dsh-native|agent-managed, /swipe, /regenerate (st sessions), /speak NAME, "
     "/member add|remove|mute|unmute CHARACTER (group chats), /quit"
 )
@@ -33,8 +33,6 @@ def slash_command(text: str) -> tuple[str, dict[str, Any]] | None:
     """The command a chat line asks for (name, args), or None when it is not one we know."""
     if text in SIMPLE:
         return text[1:], {}
-    if text == "/compact now":
-        return "compact", {"now": True}
     word, _, rest = text.partition(" ")
     rest = rest.strip()
     if word == "/mode" and rest:

@@ -1,4 +1,4 @@
-"""Command turns: `/compact` (also `/compact now`), `/create`, `/mode`, `/fork`, `/swipe`,
+"""Command turns: `/compact`, `/create`, `/mode`, `/fork`, `/swipe`,
 `/regenerate`, and in a group chat `/speak`, `/member`, `/group`.
 
 A command is claimed alone, so it always runs at an idle turn boundary. A refused command ends
@@ -101,7 +101,14 @@ async def run_command(turn: TurnRunner, command: CommandInput) -> TurnEnded:
     return await handler(turn, command)
 
 
+COMPACT_USAGE = "Usage: /compact (no arguments)"
+"""As in DSH: `/compact` always compacts as far as it can (nothing is retained but the newest
+exchange, whatever the token pressure), so it has no variants to ask for."""
+
+
 async def _compact(turn: TurnRunner, command: CommandInput) -> TurnEnded:
+    if command.payload.args:
+        return await turn.end("rejected", COMPACT_USAGE)
     if not turn.profile.compacts:
         return await turn.end(
             "rejected", "st sessions are not compacted: their history is fitted to the window"

@@ -70,22 +70,29 @@ async def _last_seq(js: JetStreamContext, session_id: str, event_type: str) -> i
 async def log_cursor(js: JetStreamContext, session_id: str) -> int:
     """The INPUTS sequence of the last input the session's log claims (0: none yet).
 
-    Claims only grow, so the highest one is in the last turn: on its turn/start or on any of
+    Claims only grow, so the highest one is in the last turn: on its turn/start, on any of
     its step/starts (a mid-turn claim), not necessarily the last step/start, which may claim
-    nothing.
+    nothing, or on a `context/compaction-skipped` that answered a `/compact` "busy".
     """
     try:
         start = await js.get_msg(SESSIONS.name, subject=_subject(session_id, "turn/start"))
     except NotFoundError:
         return 0
     cursor, seq = _highest_claim(start.data), start.seq or 0
-    steps = _subject(session_id, "step/start")
+    for event_type in ("step/start", "context/compaction-skipped"):
+        cursor = max(cursor, await _claims_after(js, _subject(session_id, event_type), seq))
+    return cursor
+
+
+async def _claims_after(js: JetStreamContext, subject: str, seq: int) -> int:
+    """The highest claim of the events on `subject` stored after stream sequence `seq`."""
+    cursor = 0
     while True:
         try:
-            step = await js.get_msg(SESSIONS.name, seq=seq + 1, subject=steps, next=True)
+            found = await js.get_msg(SESSIONS.name, seq=seq + 1, subject=subject, next=True)
         except NotFoundError:
             return cursor
-        cursor, seq = max(cursor, _highest_claim(step.data)), step.seq or seq + 1
+        cursor, seq = max(cursor, _highest_claim(found.data)), found.seq or seq + 1
 
 
 def _subject(session_id: str, event_type: str) -> str:

@@ -95,6 +95,9 @@ class SessionRunner:
         self._read: tuple[int, int] = (0, 0)
         """The log seq of the last event this runner read, and where its last message is."""
         self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
+        self._turn: TurnRunner | None = None
+        """The turn running now, which the watcher answers a `/compact` from."""
+        self._answers: set[asyncio.Task[int]] = set()
 
     def claimed(self, stream_seq: int) -> bool:
         return self.held is not None and self.held.durable_cursor >= stream_seq
@@ -115,6 +118,8 @@ class SessionRunner:
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+            for task in list(self._answers):
+                task.cancel()
             if self.held is not None:
                 await self.held.close()
                 if finished:
@@ -124,7 +129,8 @@ class SessionRunner:
                 await self._leases.release(self.lease)
 
     async def _live(self, msg: Msg) -> None:
-        """Core delivery of the session's inputs: a cancel acts at once, anything wakes."""
+        """Core delivery of the session's inputs: a cancel acts at once, a `/compact` sent
+        while a turn runs is answered "busy" at once, anything wakes."""
         self._wake.set()
         self._arrivals.note(msg)
         if msg.subject.endswith(".cancel"):
@@ -132,6 +138,25 @@ class SessionRunner:
             if item.is_cancel and self._may_cancel(item):
                 log.info("cancel_received", session_id=self.session_id)
                 self.cancel.set()
+        elif msg.subject.endswith(".command") and self._turn is not None:
+            slash = parse_input(0, msg.subject, msg.data, msg.headers).slash
+            if slash is not None and slash.payload.name == "compact":
+                self._answer_busy(self._turn)
+
+    def _answer_busy(self, turn: TurnRunner) -> None:
+        """Answer from the running turn, off the delivery callback (it reads INPUTS for the
+        command's stream sequence, and what is still unclaimed before it)."""
+        task = asyncio.create_task(turn.answer_busy())
+        self._answers.add(task)
+        task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[int]) -> None:
+        self._answers.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:  # the step boundary answers it instead
+            log.warning("busy_answer_failed", session_id=self.session_id, error=str(error))
 
     def _may_cancel(self, item: PendingInput) -> bool:
         """Only the session's owner (or the operator) cancels its turn."""
@@ -162,7 +187,11 @@ class SessionRunner:
             self.cancel = asyncio.Event()
             turn = TurnRunner(self.held, self._deps, self.cancel, creation, self._arrivals)
             turn.followups = self._followups(claim)
-            await turn.run(claim)
+            self._turn = turn
+            try:
+                await turn.run(claim)
+            finally:
+                self._turn = None
             self.progress.set()
 
     async def _read_log(self) -> list[SessionEvent]:

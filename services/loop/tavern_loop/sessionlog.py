@@ -149,7 +149,7 @@ class HeldLog:
     def _settled(self, batch: list[SessionEvent]) -> None:
         self.durable_seq = batch[-1].seq
         for event in batch:
-            if isinstance(event, TurnStarted | StepStarted):
+            if isinstance(event, TurnStarted | StepStarted | ContextCompactionSkipped):
                 for claim in event.payload.claimed:
                     self.durable_cursor = max(self.durable_cursor, claim.stream_seq)
             elif isinstance(event, TurnEnded):

@@ -377,18 +377,27 @@ class TurnRunner:
             raise TurnCancelled
 
     async def _greet(self) -> None:
-        """A new chat opens with the character's greeting, before anything is said."""
+        """A new chat opens with the character's greeting, before anything is said; a new
+        group chat with every member's, in the group's order (as SillyTavern's
+        `getGroupChat` greets a fresh group chat: muted members too, a member whose card has
+        no greeting skipped)."""
         state = self.held.state
-        assets = Assets(self.rpc, state.session_id, state.binding)
-        payload = await greeting_payload(assets, self.deps.clock)
-        if payload is None:
+        group = state.binding.group
+        if group is None or self.cast is None:
+            assets = Assets(self.rpc, state.session_id, state.binding)
+            payload = await greeting_payload(assets, self.deps.clock)
+            if payload is not None:
+                self.stage(self.draft(AssistantMessage, payload, form=GREETING))
             return
-        first = state.binding.character_id
-        if self.cast is not None and first is not None:  # a group: its first member greets
-            payload = payload.model_copy(update={"speaker": self.cast.speaker(first)})
-            self.stage(self.draft(AssistantMessage, payload, form=GREETING, actor_id=first))
-            return
-        self.stage(self.draft(AssistantMessage, payload, form=GREETING))
+        for member in group.member_ids():
+            binding = replace(state.binding, character_id=member)
+            payload = await greeting_payload(
+                Assets(self.rpc, state.session_id, binding), self.deps.clock
+            )
+            if payload is None:
+                continue
+            payload = payload.model_copy(update={"speaker": self.cast.speaker(member)})
+            self.stage(self.draft(AssistantMessage, payload, form=GREETING, actor_id=member))
 
     def _access_refusal(self, claimed: list[PendingInput]) -> str | None:
         """A message or command from someone the session does not belong to: the turn is
@@ -611,6 +620,35 @@ class TurnRunner:
         payload = UserMessagePayload(text="\n".join(lines))
         self.stage(self.draft(UserMessage, payload, source="plugin:consolidator", form="approval"))
 
+    async def answer_busy(self) -> int:
+        """Answer the `/compact`s that arrived while this turn runs ("busy"), called by the
+        input watcher as soon as one is delivered, so a long step does not keep it waiting.
+
+        Only those at the head of the unclaimed inputs are answered: claims stay in the order
+        of INPUTS and the cursor never passes an input still waiting (a message for the next
+        step boundary or a turn of its own), so a `/compact` behind one is answered in its
+        turn. Returns how many were answered."""
+        state = self.held.state
+        found = await arrived_inputs(
+            self.deps.js,
+            state.session_id,
+            state.input_cursor,
+            self.deps.options.max_claims_per_turn,
+            self.arrivals,
+            state.claimed_ids,
+        )
+        # From here to the last stage nothing awaits: the boundary's claim cannot interleave.
+        if state.open_turn is None or state.open_turn.turn != self.draft.turn:
+            return 0  # the turn ended meanwhile: the next one claims the command
+        answered = 0
+        for item in found:
+            if item.input_id in state.claimed_ids:
+                continue
+            if not self._busy(self._authenticated(item), []):
+                break
+            answered += 1
+        return answered
+
     def _busy(self, item: PendingInput, before: list[PendingInput]) -> bool:
         """A `/compact` of the session's owner that arrived mid-turn is answered at once
         ("busy") and claimed by that answer, rather than waiting for the turn to end; only
@@ -619,6 +657,8 @@ class TurnRunner:
         if slash is None or slash.payload.name != "compact" or not self._owners(item):
             return False
         if any(p.message is not None for p in before):
+            return False
+        if item.input_id in self.held.state.claimed_ids:
             return False
         busy = compaction.skipped("command", "busy")
         update = {"input_id": item.input_id, "claimed": (item.claim(),)}
@@ -844,6 +884,9 @@ class TurnRunner:
             binding["character_id"] = self.speaker.character_id
             binding["scene_group"] = self._scene_group(self.speaker)
             binding["member_names"] = dict(self.cast.names) if self.cast is not None else {}
+        member = self._member()
+        if member is not None:  # its memory and variable tools write to its own scope
+            binding["member"] = member.character_id
 
         def context(call: ToolCallRequest) -> ToolContext:
             return ToolContext(

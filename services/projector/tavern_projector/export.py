@@ -139,7 +139,8 @@ async def export_folder(
             owner,
         )
         keys = None if owner is None else await _chat_keys(conn, owner)
-    rows = Rows(list(cards), list(books), list(personas), keys)
+        groups = None if owner is None else await _group_files(conn, owner)
+    rows = Rows(list(cards), list(books), list(personas), keys, groups)
     await asyncio.to_thread(_write_all, rows, chats_dir, data_dir, dest, done, progress)
     return done
 
@@ -151,6 +152,8 @@ class Rows:
     personas: list[Any]
     chat_keys: frozenset[str] | None
     """The chats to write (None: every chat file)."""
+    group_files: frozenset[str] | None = None
+    """The group definitions to write, by file id (None: every one)."""
 
 
 async def _chat_keys(conn: Any, owner: str) -> frozenset[str]:
@@ -160,6 +163,17 @@ async def _chat_keys(conn: Any, owner: str) -> frozenset[str]:
         owner,
     )
     return frozenset(str(r["chat_key"]) for r in rows)
+
+
+async def _group_files(conn: Any, owner: str) -> frozenset[str]:
+    """The definitions of `owner`'s group chats (each owner's are its own: groupdef.file_id)."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT c.group_id FROM projector.chats c
+           JOIN projector.sessions s ON s.session_id = c.session_id
+           WHERE s.owner = $1 AND c.group_id IS NOT NULL""",
+        owner,
+    )
+    return frozenset(str(r["group_id"]) for r in rows)
 
 
 def _chat_wanted(relative: Path, keys: frozenset[str] | None) -> bool:
@@ -196,23 +210,31 @@ def _write_all(
         target.write_bytes(saved_chat(path.read_bytes()))
         done.chats += 1
         progress("chat")
-    _write_groups(chats_dir, dest, done, progress)
+    _write_groups(chats_dir, dest, done, progress, rows)
 
 
 def _write_groups(
-    chats_dir: Path, dest: Path, done: Exported, progress: Callable[[str], None]
+    chats_dir: Path, dest: Path, done: Exported, progress: Callable[[str], None], rows: Rows
 ) -> None:
     """Group chats and their groups' definitions, as the projector wrote them beside the
-    chats (in SillyTavern's layout already)."""
+    chats (in SillyTavern's layout already); an owner's export holds only theirs."""
     for folder, pattern in ((GROUP_CHATS, "*.jsonl"), (GROUPS, "*.json")):
         source = sibling(chats_dir, folder)
         for path in sorted(source.glob(pattern)) if source.exists() else []:
+            if not _group_wanted(folder, path, rows):
+                continue
             _write(dest / folder / path.name, saved_chat(path.read_bytes()))
             if folder == GROUPS:
                 done.groups += 1
             else:
                 done.chats += 1
             progress("group" if folder == GROUPS else "chat")
+
+
+def _group_wanted(folder: str, path: Path, rows: Rows) -> bool:
+    if folder == GROUPS:
+        return rows.group_files is None or path.stem in rows.group_files
+    return _chat_wanted(Path(GROUP_CHATS) / path.name, rows.chat_keys)
 
 
 def _write_card(row: Any, data_dir: Path, dest: Path, done: Exported) -> None:

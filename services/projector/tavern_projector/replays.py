@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from tavern_events.envelope import Id
 from tavern_events.ids import new_id
+from tavern_events.rpc.projector import ReplayStartRequest, ReplayStatusRequest
 from tavern_projector import catalog, operations
 from tavern_projector.errors import BadRequest, NotFound
 from tavern_runtime.errors import ConfigurationError, TavernError
@@ -28,20 +26,6 @@ log = get_logger(__name__)
 WRITE_EVERY_S = 0.25
 """Progress reaches the job's row at most this often (and once at the end)."""
 STALLED_AFTER = timedelta(seconds=60)
-
-
-class StartBody(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    projection: str = Field(min_length=1, max_length=32)
-    session_id: Id | None = None
-    from_archive: bool = False
-
-
-class StatusBody(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    job_id: str = Field(min_length=1, max_length=64)
 
 
 @dataclass
@@ -65,7 +49,7 @@ class Replays:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, raw: Any, asked_by: str) -> dict[str, Any]:
-        body = _parsed(StartBody, raw)
+        body = _parsed(ReplayStartRequest, raw)
         try:
             plan = operations.plan(
                 body.projection, session_id=body.session_id, from_archive=body.from_archive
@@ -91,7 +75,7 @@ class Replays:
         return await self.status({"job_id": job_id})
 
     async def status(self, raw: Any) -> dict[str, Any]:
-        body = _parsed(StatusBody, raw)
+        body = _parsed(ReplayStatusRequest, raw)
         async with self._core.pool().acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT * FROM projector.replay_jobs WHERE job_id = $1", body.job_id

@@ -41,7 +41,7 @@ async def _group_chat(stack: Stack, page: Any) -> None:
         await page.get_by_label("Card, lorebook or persona file").set_input_files(str(CARDS / card))
         await page.get_by_text(f"Imported character {name}.").wait_for()
 
-    # Two members picked: the chat is a group (the first member opens it).
+    # Two members picked: the chat is a group (each member opens it with its greeting).
     for name in MEMBERS:
         await page.get_by_role("checkbox", name=name).check()
     await page.get_by_role("button", name="Start chat").click()
@@ -52,7 +52,8 @@ async def _group_chat(stack: Stack, page: Any) -> None:
     ).wait_for()
     await page.get_by_role("button", name="Let 苏青 speak").wait_for()
     await page.get_by_role("button", name="Let Mira speak").wait_for()
-    await page.get_by_text(re.compile("^(The door creaks open.|门吱呀一声开了。)$")).wait_for()
+    for greeting in ("The door creaks open.", "门吱呀一声开了。"):  # every member greets
+        await page.get_by_text(greeting, exact=True).wait_for()
 
     # A message: the members the strategy picks answer, each under its own name and avatar.
     turn = await _send(page, "Good evening, both of you.")

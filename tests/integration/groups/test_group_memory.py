@@ -3,10 +3,13 @@ is the group chat's; each speaking member also recalls its own memory, labelled 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from tavern_loop.options import ProfileOptions
+from tavern_loop.tools.policy import profile_tools
 from tests.integration.groups.test_group_turns import cast, create, group
 from tests.integration.ledger.stores.conftest import Ledger
 from tests.integration.loop.checks import of_type
@@ -60,3 +63,37 @@ async def ingested(ledger: Ledger, session_id: str, text: str) -> None:
         return bool(reply.get("items"))
 
     await eventually(found, timeout=20)
+
+
+async def test_a_members_memory_tools_write_to_its_own_scope(
+    projector: Projector, ledger: Ledger, tmp_path: Path
+) -> None:
+    """Reach `member` (the default): what a member stores with its own tools is its own, in
+    the character scope its one-to-one chats share, not the group chat's or another member's."""
+    ids = await cast(projector, tmp_path)
+    await projector.bus.engine(tools=profile_tools(ProfileOptions()))
+    await create(projector, "gm", group(ids, ["Mira", "Cael"], activation="manual"))
+    note = {"scope": "character", "content": "The lighthouse key hangs by the door"}
+    await projector.bus.say("gm", f"call memory_write with {json.dumps(note)}")
+    await command(projector.bus, "gm", "speak", name="Cael")
+    setting = {"scope": "character", "name": "mood", "value": "watchful"}
+    await projector.bus.say("gm", f"call variable_set with {json.dumps(setting)}")
+    await command(projector.bus, "gm", "speak", name="Cael")
+    events = await projector.bus.turns_ended("gm", 5)
+    results = of_type(events, "tool/result")
+    assert [r.actor_id for r in results] == [ids["Cael"], ids["Cael"]]
+    assert all(r.payload.ok for r in results), [r.payload.content for r in results]
+
+    stored = await ledger.db.fetch("SELECT scope, scope_id, content FROM ledger.memory")
+    assert [(r["scope"], r["scope_id"]) for r in stored] == [("character", ids["Cael"])]
+    variables = await ledger.db.fetch("SELECT scope, scope_id FROM ledger.variable")
+    assert [(r["scope"], r["scope_id"]) for r in variables] == [("character", ids["Cael"])]
+
+    await command(projector.bus, "solo", "create", character_id=ids["Cael"])
+    await projector.bus.turns_ended("solo", 1)
+    found = await ledger.call("memory.search", {"session_id": "solo", "query": "lighthouse key"})
+    assert [h["content"] for h in found["hits"]] == [note["content"]], "Cael's own memory"
+    await command(projector.bus, "mira", "create", character_id=ids["Mira"])
+    await projector.bus.turns_ended("mira", 1)
+    other = await ledger.call("memory.search", {"session_id": "mira", "query": "lighthouse key"})
+    assert other["hits"] == [], "not Mira's"

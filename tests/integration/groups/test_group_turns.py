@@ -168,12 +168,11 @@ async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
     await create(projector, "grp", binding)
     events = await ten_turns(projector, "grp")
 
-    (greeting,) = of_type(events, "assistant/message")[:1]
-    assert (greeting.form, greeting.actor_id, greeting.payload.content) == (
-        "greeting",
-        ids["Mira"],
-        "Mira looks up.",
-    )
+    greetings = [e for e in of_type(events, "assistant/message") if e.form == "greeting"]
+    assert [(e.turn, e.actor_id, e.payload.content) for e in greetings] == [
+        (1, ids[name], f"{name} looks up.") for name in ("Mira", "Cael", "Oren", "Ines")
+    ], "every member greets, in the group's order, the muted one too (as SillyTavern)"
+    assert all(e.payload.speaker.name == names[e.actor_id] for e in greetings)
     spoke = [e.actor_id for e in replies(events)]
     assert ids["Ines"] not in spoke, "a disabled member never speaks, not even when named"
     assert set(spoke) == {ids["Mira"], ids["Cael"], ids["Oren"]}
@@ -181,8 +180,9 @@ async def test_three_members_over_ten_turns_speak_as_the_strategy_picks(
     lines = await chat_lines_of(projector, "grp")
     layout(projector, ids, names, binding)
     said = [line for line in lines if not line["is_user"]]
-    assert len(said) == len(replies(events)) + 1, "the greeting and every reply"
-    for line, reply in zip(said[1:], replies(events), strict=True):
+    assert len(said) == len(replies(events)) + 4, "the greetings and every reply"
+    assert [line["name"] for line in said[:4]] == ["Mira", "Cael", "Oren", "Ines"]
+    for line, reply in zip(said[4:], replies(events), strict=True):
         assert line["name"] == names[reply.actor_id]
         assert line["original_avatar"] == f"{names[reply.actor_id]}.png"
         assert line["force_avatar"] == f"/thumbnail?type=avatar&file={line['original_avatar']}"

@@ -75,7 +75,7 @@ def claims(events: Sequence[SessionEvent]) -> list[tuple[str, int, str]]:
     return [
         (c.input_id, c.stream_seq, e.type)
         for e in events
-        if e.type in ("turn/start", "step/start")
+        if e.type in ("turn/start", "step/start", "context/compaction-skipped")
         for c in e.payload.claimed
     ]
 

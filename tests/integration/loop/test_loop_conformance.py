@@ -4,10 +4,12 @@ while idle, and what every compaction request answers (through the public subjec
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
 from tavern_events.context import ContextCompactionSkipped
+from tavern_loop.dispatch import claimed_in_log
 from tests.integration.loop.checks import (
     RecordingProvider,
     check_requests,
@@ -142,12 +144,21 @@ async def test_a_summary_that_is_not_smaller_is_refused_with_an_event(bus: LoopB
     assert events[-1].payload.reason == skipped.detail
 
 
-async def test_compact_now_compacts_and_says_so(bus: LoopBus) -> None:
+async def test_compact_with_arguments_is_refused_with_its_usage(bus: LoopBus) -> None:
+    """`/compact` always compacts as far as it can, so `/compact now` promises nothing more:
+    as in DSH, a `/compact` with arguments is refused with its usage and changes nothing."""
     await bus.engine(router=recording_router(RecordingProvider()))
-    for turn in (1, 2, 3):
+    for turn in (1, 2):
         await bus.say("s1", f"message {turn}: " + "a fairly long line of chat. " * 10)
         await bus.turns_ended("s1", turn)
     await bus.command("s1", "compact", args={"now": True})
+    events = await bus.turns_ended("s1", 3)
+    assert types(in_turn(events, 3)) == ["turn/start", "turn/end"]
+    assert (events[-1].payload.outcome, events[-1].payload.reason) == (
+        "rejected",
+        "Usage: /compact (no arguments)",
+    )
+    await bus.command("s1", "compact")  # the same without arguments compacts, under no pressure
     events = await bus.turns_ended("s1", 4)
     assert types(in_turn(events, 4)) == ["turn/start", "context/compacted", "turn/end"]
     assert events[-1].payload.reason == "compacted"
@@ -159,6 +170,8 @@ async def test_compact_sent_mid_turn_is_answered_busy_at_once(bus: LoopBus) -> N
     await bus.say("s1", "call gate with {}")
     await asyncio.wait_for(bench.gate_entered.wait(), 10)
     command_id = await bus.command("s1", "compact")
+    events = await bus.logged("s1", "context/compaction-skipped")
+    assert of_type(events, "tool/result") == [], "answered while the tool still runs"
     bench.gate.set()
     events = await bus.turns_ended("s1", 1)
     await bus.dispatch_settled()
@@ -168,8 +181,58 @@ async def test_compact_sent_mid_turn_is_answered_busy_at_once(bus: LoopBus) -> N
     assert [c.input_id for c in busy.payload.claimed] == [command_id]
     assert busy.payload.detail.startswith("busy")
     assert isinstance(busy, ContextCompactionSkipped)
+    # what the dispatcher reads from the log when no runner holds the session
+    assert await claimed_in_log(bus.js, "s1", busy.payload.claimed[0].stream_seq)
     await bus.say("s1", "next")  # the compact was answered: it does not run later either
     events = await bus.turns_ended("s1", 2)
     assert [e.payload.trigger for e in of_type(events, "turn/start")] == ["input", "input"]
     assert of_type(events, "context/compacted") == []
     assert len(of_type(events, "context/compaction-skipped")) == 1
+
+
+async def test_compact_sent_during_one_long_stream_is_answered_before_it_ends(
+    bus: LoopBus,
+) -> None:
+    """No step boundary comes while the model streams one long reply: the input watcher
+    answers the `/compact` itself, in the middle of the step."""
+    async with OpenAIServer() as server:
+        slow = replace(text_stream(["a long ", "single-step ", "reply"]), pause_at=1, pause_s=3.0)
+        server.enqueue(slow)
+        await bus.engine(router=openai_router(server))
+        await bus.say("s1", "tell me a long story")
+        await bus.logged("s1", "agent/request")
+        command_id = await bus.command("s1", "compact")
+        events = await bus.logged("s1", "context/compaction-skipped", timeout=2.5)
+        assert of_type(events, "assistant/message") == [], "answered while the reply streams"
+        busy = one(events, "context/compaction-skipped")
+        assert (busy.turn, busy.step, busy.payload.reason) == (1, 1, "busy")
+        assert [c.input_id for c in busy.payload.claimed] == [command_id]
+        events = await bus.turns_ended("s1", 1)
+        await bus.dispatch_settled()
+    assert one(events, "assistant/message").payload.content == "a long single-step reply"
+    assert len(of_type(events, "turn/start")) == 1, "the answered compact runs no turn later"
+
+
+async def test_compact_behind_a_waiting_message_keeps_its_place(bus: LoopBus) -> None:
+    """A message sent mid-turn waits for the step boundary: a `/compact` sent after it is not
+    claimed before it (claims follow INPUTS, the cursor never passes a waiting input); it is
+    answered "busy" once the message has joined the turn."""
+    bench = ToolBench()
+    await bus.engine(tools=bench.tools())
+    first = await bus.say("s1", "call gate with {}")
+    await asyncio.wait_for(bench.gate_entered.wait(), 10)
+    waiting = await bus.say("s1", "and then?")
+    command_id = await bus.command("s1", "compact")
+    await asyncio.sleep(0.5)  # the watcher has seen the command (and must leave it in place)
+    assert of_type(await bus.log("s1"), "context/compaction-skipped") == []
+    bench.gate.set()
+    events = await bus.turns_ended("s1", 1)
+    await bus.dispatch_settled()
+    assert [c[0] for c in claims(events)] == [first, waiting, command_id]
+    seqs = [c[1] for c in claims(events)]
+    assert seqs == sorted(seqs)
+    texts = [e.payload.text for e in of_type(events, "user/message") if e.source == "user"]
+    assert texts == ["call gate with {}", "and then?"]
+    busy = one(events, "context/compaction-skipped")
+    assert (busy.turn, busy.payload.reason) == (1, "busy")
+    assert len(of_type(events, "turn/start")) == 1

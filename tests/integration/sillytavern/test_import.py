@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tavern_events.group import GroupBinding
+from tavern_projector.domain.groupdef import file_id
 from tavern_runtime import chatimport, stchat
 from tavern_runtime.cards import cards, png
 from tests.integration.ledger.stores.conftest import Ledger
@@ -430,7 +431,12 @@ async def test_a_folder_imported_as_a_user_is_theirs_and_their_export_holds_only
     assert found["source"]["owner"] == "alice"
     code, out = await tavern(projector, "st", "export", str(tmp_path / "hers"), "--user", "alice")
     assert code == 0, out
-    assert "exported 1 characters, 3 chats, 1 worlds, 2 personas" in out
+    assert "exported 1 characters, 3 chats, 1 groups, 1 worlds, 2 personas" in out
+    hers = tmp_path / "hers"
+    assert [p.name for p in (hers / "groups").iterdir()] == [
+        f"{file_id('1764625000000', 'alice')}.json"
+    ], "her group's definition only, not the operator's of the same id"
+    assert len(list((hers / "group chats").iterdir())) == 1
     code, out = await tavern(projector, "st", "export", str(tmp_path / "bobs"), "--user", "bob")
     assert code == 0, out
-    assert "exported 0 characters, 0 chats, 0 worlds, 0 personas" in out
+    assert "exported 0 characters, 0 chats, 0 groups, 0 worlds, 0 personas" in out

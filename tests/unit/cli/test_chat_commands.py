@@ -21,6 +21,8 @@ def test_group_chat_commands_are_parsed() -> None:
     assert slash_command("/swipe") == ("swipe", {})
     assert slash_command("/speak") is None
     assert slash_command("/member shout c_oren") is None
+    assert slash_command("/compact") == ("compact", {})
+    assert slash_command("/compact now") is None, "no variant: the help line is shown"
 
 
 def test_a_group_reply_is_shown_under_its_speakers_name() -> None:

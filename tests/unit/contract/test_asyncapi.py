@@ -198,6 +198,7 @@ def test_services_parse_requests_with_the_contract_models() -> None:
     from tavern_ledger import requests as ledger
     from tavern_ledger.consolidation import requests as consolidation
     from tavern_ledger.toolcalls import rpc as stores
+    from tavern_projector import replays
     from tavern_projector.domain import history
     from tavern_projector.domain import requests as projector
 
@@ -211,6 +212,10 @@ def test_services_parse_requests_with_the_contract_models() -> None:
     assert history.HistoryRequest is rpc.BY_SUBJECT["tavern.rpc.projector.history.search"].request
     assert projector.LoreRequest is rpc.BY_SUBJECT["tavern.rpc.projector.lore.search"].request
     assert consolidator.DistilBody is rpc.BY_SUBJECT["tavern.rpc.consolidator.distil"].request
+    assert replays.ReplayStartRequest is rpc.BY_SUBJECT["tavern.rpc.projector.replay.start"].request
+    assert (
+        ledger.ObservationListBody is rpc.BY_SUBJECT["tavern.rpc.ledger.observation.list"].request
+    )
 
 
 def test_docs_check_fails_on_a_drifted_document(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 from tavern_events.group import GroupBinding
-from tavern_projector.domain.groupdef import Card, GroupChat, definition, render
+from tavern_projector.domain.groupdef import Card, GroupChat, definition, file_id, render
 
 CARDS = {"mira-1": Card("default_Mira.png", "Mira"), "cael-1": Card("Cael.png", "Cael")}
 
@@ -45,3 +46,16 @@ def test_a_definition_is_written_in_sillytaverns_fields_and_order() -> None:
     text = render(found).decode()
     assert '\n    "auto_mode_delay": 5,\n' in text, "a whole number as JavaScript prints it"
     assert json.loads(text) == found
+
+
+def test_each_owner_has_its_own_definition_id_and_the_local_owner_keeps_the_id() -> None:
+    from tavern_events.subjects import ID_PATTERN
+
+    assert file_id("1764625000000", "local") == "1764625000000"
+    alice, bob = file_id("1764625000000", "alice"), file_id("1764625000000", "bob")
+    assert alice != bob
+    assert alice.startswith("1764625000000-")
+    assert file_id("1764625000000", "alice") == alice, "the same every time (replay)"
+    long = file_id("g" * 64, "alice")
+    assert len(long) <= 64
+    assert re.fullmatch(ID_PATTERN, long)

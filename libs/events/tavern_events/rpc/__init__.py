@@ -60,6 +60,18 @@ def _ledger() -> tuple[Rpc, ...]:
         r("audit", le.AuditBody, le.AuditReply, "Audit entries by op, scope, actor, target."),
         r("observation.propose", le.ProposeBody, le.ProposeReply, "Upsert one observation."),
         r(
+            "observation.list",
+            le.ObservationListBody,
+            le.ObservationListReply,
+            "A scope's observations, the held ones by default.",
+        ),
+        r(
+            "observation.release",
+            le.ObservationRef,
+            le.ObservationReleaseReply,
+            "Release a held observation after review.",
+        ),
+        r(
             "consolidation.rule.activate",
             le.RuleActivateBody,
             le.RuleReply,
@@ -119,6 +131,13 @@ def _projector() -> tuple[Rpc, ...]:
         r("lore.search", pr.LoreRequest, pr.LoreReply, "Lorebook keyword activation."),
         r("scene.get", pr.SceneRequest, pr.SceneReply, "The scene of a session."),
         r("sessions.list", pr.SessionsRequest, pr.SessionsReply, "Most recent sessions."),
+        r(
+            "replay.start",
+            pr.ReplayStartRequest,
+            pr.ReplayReply,
+            "Rebuild a projection in the background (operator).",
+        ),
+        r("replay.status", pr.ReplayStatusRequest, pr.ReplayReply, "A replay job's progress."),
     )
 
 

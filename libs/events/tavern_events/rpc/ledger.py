@@ -297,6 +297,39 @@ class ProposeReply(RpcReply):
     stored: bool
 
 
+class Observation(RpcReply):
+    """One observation as `observation.list` shows it."""
+
+    observation_id: str
+    subject: str
+    predicate: str
+    claim_domain: str
+    authority: str
+    text: str
+    state: str
+    flags: list[str]
+    evidence_ids: list[str]
+    observed_at: str
+
+
+class ObservationListReply(RpcReply):
+    """A scope's observations in the state asked for (the held ones by default)."""
+
+    items: list[Observation]
+    count: int
+
+
+class ObservationReleaseReply(RpcReply):
+    """A held observation released after review: now active, the active one of its key
+    superseded (`superseded`, or None), with the audit entry that records it."""
+
+    observation_id: str
+    from_state: Literal["quarantined"]
+    to_state: Literal["active"]
+    superseded: str | None
+    audit_id: int
+
+
 class Rule(RpcReply):
     id: str
     scope_id: str

@@ -156,6 +156,21 @@ class StatusRequest(RpcRequest):
     """`status` reads no body."""
 
 
+class ReplayStartRequest(RpcRequest):
+    """`replay.start`: rebuild one projection (of one session, or all) in the background,
+    from the streams or from the projector's archive."""
+
+    projection: str = Field(min_length=1, max_length=32)
+    session_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    from_archive: bool = False
+
+
+class ReplayStatusRequest(RpcRequest):
+    """`replay.status`: how far a replay job has got."""
+
+    job_id: str = Field(min_length=1, max_length=64)
+
+
 # --- replies ------------------------------------------------------------------------------------
 
 
@@ -270,3 +285,20 @@ class ProjectionStatus(RpcReply):
 
 class StatusReply(RpcReply):
     projections: list[ProjectionStatus]
+
+
+class ReplayReply(RpcReply):
+    """A replay job: `state` is running, done, failed (with `failure`) or stalled (its replica
+    stopped writing progress); `done` of `total` entries read so far."""
+
+    job_id: str
+    projection: str
+    session_id: str | None
+    from_archive: bool
+    state: Literal["running", "done", "failed", "stalled"]
+    total: int
+    done: int
+    entries: int
+    failure: str | None
+    started_at: str
+    updated_at: str

@@ -33,6 +33,10 @@ class StoreRequest(BaseModel):
     call_id: str | None = Field(default=None, max_length=256)
     agent_id: Id | None = None
     """The acting agent, for provenance; it selects no scope."""
+    member: Id | None = None
+    """A group chat's speaking member (its character id) when the chat's memory reaches per
+    member: set by the loop, never by the model. The session's `character` scope is then that
+    member's own (the one its chats with that character share, and recall reads for it)."""
     scope_id: str | None = Field(default=None, max_length=256)
     chat_id: str | None = Field(default=None, max_length=256)
     character_id: str | None = Field(default=None, max_length=256)

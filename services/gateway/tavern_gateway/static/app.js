@@ -254,7 +254,7 @@ function onEvent(ev) {
         $("#binding").textContent += ` · group of ${p.group.members.length}`;
         groupControls(p.group);
       }
-      greeting(p.character_id);
+      greeting(p.group ? p.group.members.map((m) => m.character_id) : [p.character_id]);
       break;
     case "session/binding-changed":
       $("#binding").textContent = `${chat.binding ? chat.binding.architecture : ""} · ${p.to_context_mode} (from the next turn)`;
@@ -327,20 +327,20 @@ function onEvent(ev) {
   }
 }
 
-async function greeting(characterId) {
+async function greeting(characterIds) {
   // Once per page: a reconnect that replays session/created must not add a second greeting
-  // (the flag is set before the await, so two replays in flight cannot both pass).
-  if (!characterId || chat.greeted) return;
+  // (the flag is set before the await, so two replays in flight cannot both pass). A group
+  // chat opens with every member's greeting, in the group's order, as SillyTavern's does.
+  const ids = characterIds.filter(Boolean);
+  if (!ids.length || chat.greeted) return;
   chat.greeted = true;
   try {
     const found = await api("GET", "/api/characters");
-    const c = found.characters.find((x) => x.asset_id === characterId);
-    if (!c) return;
-    if (!chat.binding || !chat.binding.group) $("#chat-title").textContent = `Chat with ${c.name}`;
-    if (c.greeting) {
-      const node = el("li", { id: "greeting", class: "turn" }, el("div", { class: "msg assistant greeting-msg" }, el("div", { class: "who", text: c.name }), el("div", { class: "text", html: markdown(c.greeting) })));
-      $("#log").prepend(node);
-    }
+    const cards = ids.map((id) => found.characters.find((x) => x.asset_id === id)).filter(Boolean);
+    if (!cards.length) return;
+    if (!chat.binding || !chat.binding.group) $("#chat-title").textContent = `Chat with ${cards[0].name}`;
+    const said = cards.filter((c) => c.greeting).map((c) => el("div", { class: "msg assistant greeting-msg" }, el("div", { class: "who", text: c.name }), el("div", { class: "text", html: markdown(c.greeting) })));
+    if (said.length) $("#log").prepend(el("li", { id: "greeting", class: "turn" }, ...said));
   } catch (e) { /* shown */ }
 }
 
@@ -368,7 +368,7 @@ function chatPage() {
     if (!text) return;
     clearNotice();
     try {
-      if (text === "/compact" || text === "/compact now") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: text === "/compact now" ? { now: true } : {} });
+      if (text === "/compact") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: {} });
       else await api("POST", `/api/sessions/${sid}/messages`, { text });
       box.value = "";
       sessionStorage.removeItem(draftKey);

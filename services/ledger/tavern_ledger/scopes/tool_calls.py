@@ -21,12 +21,17 @@ from tavern_runtime.logs import get_logger
 log = get_logger(__name__)
 
 
-async def resolve_scope(conn: Conn, session_id: str) -> Scopes:
-    """The scopes of `session_id`, or `UnknownSession` if its binding is not known."""
+async def resolve_scope(conn: Conn, session_id: str, member: str | None = None) -> Scopes:
+    """The scopes of `session_id`, or `UnknownSession` if its binding is not known; for a
+    group chat's speaking `member`, its `character` scope is that member's (held to the
+    session's owner like any character)."""
     binding = await bindings.load(conn, session_id)
     if binding is None:
         raise UnknownSession(f"session {session_id!r} has no binding (yet)")
-    return await _owned(conn, binding, scopes_of(binding))
+    scopes = scopes_of(binding)
+    if member is not None:
+        scopes = replace(scopes, character=member)
+    return await _owned(conn, binding, scopes)
 
 
 async def _owned(conn: Conn, binding: Binding, scopes: Scopes) -> Scopes:
@@ -47,7 +52,7 @@ async def _owned(conn: Conn, binding: Binding, scopes: Scopes) -> Scopes:
 
 async def authorise(conn: Conn, request: StoreRequest, tool: str) -> Scopes:
     """The session's scopes; a request naming another scope is audited, then refused."""
-    scopes = await resolve_scope(conn, request.session_id)  # unknown: the RPC layer catches up
+    scopes = await resolve_scope(conn, request.session_id, request.member)  # unknown: caught up
     forged = forged_claims(scopes, request.addressed_scope, request.claims())
     if forged:
         await refuse(conn, request, scopes, tool, "forged scope ids", forged)

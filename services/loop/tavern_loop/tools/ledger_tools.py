@@ -145,13 +145,17 @@ class LedgerTool:
 
 def _caller(ctx: ToolContext) -> dict[str, Any]:
     """Who is asking, from the runner's context: this is what the ledger scopes by."""
-    return {
+    caller = {
         "session_id": ctx.session_id,
         "turn": ctx.turn,
         "step": ctx.step,
         "call_id": ctx.call_id,
         "agent_id": ctx.agent_id,
     }
+    member = ctx.binding.get("member")
+    if isinstance(member, str):  # a group member's own memory (reach `member`)
+        caller["member"] = member
+    return caller
 
 
 def _spec(

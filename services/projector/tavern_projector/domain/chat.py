@@ -72,6 +72,8 @@ class ChatBinding:
     """The card's file stem (SillyTavern's chats folder for it); else the character's name."""
     group: GroupBinding | None = None
     """A group chat's members and settings as they stand (None: one character)."""
+    group_file: str | None = None
+    """The id of its group's definition for the session's owner (`groupdef.file_id`)."""
 
     @property
     def directory(self) -> str:

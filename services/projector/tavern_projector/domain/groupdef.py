@@ -11,12 +11,14 @@ the model choosing, memory reach) rides in `agentTavern`, which SillyTavern keep
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tavern_events.group import Activation, GroupBinding
+from tavern_events.reach import LOCAL_OWNER
 
 GROUP_CHATS = "group chats"
 """SillyTavern's folder of group chat files, beside `chats/`; a group chat's key starts here."""
@@ -24,6 +26,24 @@ GROUPS = "groups"
 """SillyTavern's folder of group definitions, beside `chats/`."""
 PROVENANCE = "agentTavern"
 STRATEGIES: dict[Activation, int] = {"natural": 0, "list": 1, "manual": 2, "pooled": 3}
+
+
+OWNER_MARK_CHARS = 10
+"""Hex digits of the owner's digest that mark another user's group file."""
+
+
+def file_id(group_id: str, owner: str) -> str:
+    """The id of a group's definition (`groups/<id>.json`, and its `id`) for `owner`'s chats.
+
+    The projected files are one SillyTavern user's folder, while group ids are chosen by each
+    user (SillyTavern's are timestamps, and an import keeps them): two users' groups with the
+    same id must not share a definition, which would list one user's chats to the other. The
+    install's own owner (`local`) keeps the id as it is; another owner's gets a mark derived
+    from the owner, so each owner's chats of that group have a definition of their own."""
+    if owner == LOCAL_OWNER:
+        return group_id
+    mark = hashlib.blake2b(owner.encode(), digest_size=OWNER_MARK_CHARS // 2).hexdigest()
+    return f"{group_id[: 63 - OWNER_MARK_CHARS]}-{mark}"
 
 
 @dataclass(frozen=True)
@@ -43,9 +63,12 @@ class Card:
     name: str
 
 
-def definition(chats: Sequence[GroupChat], cards: Mapping[str, Card]) -> dict[str, Any]:
+def definition(
+    chats: Sequence[GroupChat], cards: Mapping[str, Card], group_id: str | None = None
+) -> dict[str, Any]:
     """The definition of the group of `chats` (in creation order; the last is the current
-    one and gives the settings). A member without a card is named by its id."""
+    one and gives the settings), under `group_id` (its `file_id`; default the binding's). A
+    member without a card is named by its id."""
     current = chats[-1]
     group = current.group
 
@@ -54,7 +77,7 @@ def definition(chats: Sequence[GroupChat], cards: Mapping[str, Card]) -> dict[st
 
     names = ", ".join(card(m).name for m in group.member_ids())
     return {
-        "id": group.group_id,
+        "id": group_id or group.group_id,
         "name": group.name or f"Group: {names}",
         "members": [card(m).avatar for m in group.member_ids()],
         "allow_self_responses": group.allow_self_responses,

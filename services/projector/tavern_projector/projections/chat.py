@@ -130,7 +130,7 @@ class ChatProjection(Projection):
                 files.remove(cached.state.moved_from)
                 cached.state.moved_from = None
             await save_row(conn, target, cached)
-        groups = {c.state.binding.group.group_id for _, c in dirty if c.state.binding.group}
+        groups = {c.state.binding.group_file for _, c in dirty if c.state.binding.group_file}
         for group_id in sorted(groups):
             await write_definition(conn, target, group_id)
         while len(self.cache) > CACHE_SIZE:
@@ -232,6 +232,7 @@ class ChatProjection(Projection):
             p.forked_at_seq,
             card["file_stem"] if card else None,
             p.group,
+            groupdef.file_id(p.group.group_id, p.owner) if p.group else None,
         )
 
     async def _fork_lines(
@@ -315,6 +316,7 @@ def binding_of(row: Any) -> ChatBinding:
         row["forked_at_seq"],
         folder or None,
         GroupBinding.model_validate(group) if group else None,
+        row["group_id"],
     )
 
 
@@ -324,7 +326,8 @@ def _json(value: Any) -> dict[str, Any] | None:
 
 
 async def write_definition(conn: Conn, target: Target, group_id: str) -> None:
-    """Write `groups/<group id>.json` from every chat of the group (none left: remove it)."""
+    """Write `groups/<group id>.json` from every chat of the group (none left: remove it);
+    `group_id` is the definition's (`groupdef.file_id`: one owner's chats of the group)."""
     rows = await conn.fetch(
         f"SELECT chat_id, group_binding, chat_header FROM {target.table('chats')}"
         " WHERE group_id = $1 AND group_binding IS NOT NULL ORDER BY created_at, session_id",
@@ -353,7 +356,7 @@ async def write_definition(conn: Conn, target: Target, group_id: str) -> None:
         )
         for c in cards
     }
-    found = groupdef.definition(chats, by_id)
+    found = groupdef.definition(chats, by_id, group_id)
     ChatFiles(target.chats_dir, durable=not target.shadow).write_path(path, groupdef.render(found))
 
 
@@ -390,7 +393,7 @@ async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
         state.gen_started,
         cached.revision,
         cached.edited_outside,
-        b.group.group_id if b.group else None,
+        b.group_file if b.group else None,
         b.group.model_dump_json() if b.group else None,
         json.dumps(state.header) if b.group else None,
     )
