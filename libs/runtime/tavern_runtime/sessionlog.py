@@ -287,7 +287,8 @@ class SessionLogWriter:
         payloads: Sequence[bytes] | None,
     ) -> PubAck:
         encoded = list(payloads) if payloads is not None else [encode(e) for e in events]
-        with tracing.span("sessionlog.append", kind="producer", attributes=lambda: _append_attrs(events)):
+        attributes = lambda: _append_attrs(events)  # noqa: E731 - made only when tracing is on
+        with tracing.span("sessionlog.append", kind="producer", attributes=attributes):
             return await self._publish_events(session_id, events, encoded, expected_stream_seq)
 
     async def _publish_events(

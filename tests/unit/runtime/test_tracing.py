@@ -120,7 +120,8 @@ def test_a_message_without_a_valid_context_starts_a_trace_of_its_own(
         assert found.parent is None
         assert _ids(found)[0] != _ids(outer)[0]
     (inner,) = _named(spans, "inner")
-    assert inner.parent is not None and inner.parent.span_id == _ids(outer)[1]
+    assert inner.parent is not None
+    assert inner.parent.span_id == _ids(outer)[1]
 
 
 def test_links_name_the_other_inputs_contexts(spans: InMemorySpanExporter) -> None:
@@ -134,9 +135,7 @@ def test_links_name_the_other_inputs_contexts(spans: InMemorySpanExporter) -> No
     (first,) = _named(spans, "first")
     (second,) = _named(spans, "second")
     assert _ids(turn)[0] == _ids(first)[0]
-    assert [(link.context.trace_id, link.context.span_id) for link in turn.links] == [
-        _ids(second)
-    ]
+    assert [(link.context.trace_id, link.context.span_id) for link in turn.links] == [_ids(second)]
 
 
 def test_a_consumed_batch_gets_one_span_per_trace(spans: InMemorySpanExporter) -> None:
@@ -155,7 +154,8 @@ def test_a_consumed_batch_gets_one_span_per_trace(spans: InMemorySpanExporter) -
         appends = _named(spans, f"append-{turn}")
         (ingest,) = [s for s in ingests if _ids(s)[0] == _ids(appends[0])[0]]
         assert ingest.kind is SpanKind.CONSUMER
-        assert ingest.parent is not None and ingest.parent.span_id == _ids(appends[0])[1]
+        assert ingest.parent is not None
+        assert ingest.parent.span_id == _ids(appends[0])[1]
         assert [link.context.span_id for link in ingest.links] == [_ids(appends[1])[1]]
         assert ingest.attributes is not None
         assert ingest.attributes["messaging.batch.message_count"] == 5
@@ -185,4 +185,5 @@ def test_lazy_attributes_are_made_only_when_on(spans: InMemorySpanExporter) -> N
     with tracing.span("work", attributes=lambda: {"tavern.turn": 3}):
         pass
     (work,) = _named(spans, "work")
-    assert work.attributes is not None and work.attributes["tavern.turn"] == 3
+    assert work.attributes is not None
+    assert work.attributes["tavern.turn"] == 3
