@@ -8,12 +8,13 @@ from __future__ import annotations
 import io
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from tavern_cli.conversation import Conversation, Renderer
 from tavern_runtime import tracing
 from tests.e2e.otlp import Received, Receiver
-from tests.reliability.stack import Stack
+from tests.reliability.stack import WITH_GATEWAY, Stack
 from tests.support import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -25,11 +26,14 @@ PRODUCER, CONSUMER, SERVER, CLIENT = 4, 5, 2, 3
 
 
 @pytest.fixture
-async def traced() -> AsyncIterator[tuple[Stack, Receiver]]:
+async def traced(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Stack, Receiver]]:
+    """The stack exporting to a receiver (with the gateway when the test asks for it)."""
     receiver = Receiver()
     receiver.start()
     env = {"TAVERN_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "200"}
-    stack = Stack(proxied=False, env=env)
+    gateway = bool(getattr(request, "param", False))
+    env |= {"TAVERN_GATEWAY_PORT": "0"} if gateway else {}
+    stack = Stack(proxied=False, env=env, services=WITH_GATEWAY if gateway else SERVICES)
     try:
         await stack.start()
         yield stack, receiver
@@ -164,3 +168,42 @@ def _within(span: Received, ancestor: Received, by_id: dict[str, Received]) -> b
         if seen.span_id == ancestor.span_id:
             return True
     return False
+
+
+@pytest.mark.parametrize("traced", [True], ids=["gateway"], indirect=True)
+async def test_a_message_sent_through_the_web_app_starts_the_turns_trace(
+    traced: tuple[Stack, Receiver],
+) -> None:
+    stack, receiver = traced
+    async with httpx.AsyncClient(
+        base_url=stack.gateway_url, timeout=30, follow_redirects=True
+    ) as web:
+        await web.get("/login")  # the CSRF cookie
+        csrf = {"X-CSRF-Token": web.cookies.get("tavern_csrf") or ""}
+        setup = {"name": "olga", "password": "a-long-enough-password"}
+        assert (await web.post("/api/setup", json=setup, headers=csrf)).status_code == 200
+        session_id = (await web.post("/api/sessions", json={}, headers=csrf)).json()["session_id"]
+
+        async def sent() -> str | None:
+            path = f"/api/sessions/{session_id}/messages"
+            r = await web.post(path, json={"text": "I keep bees in Porto"}, headers=csrf)
+            return str(r.json()["input_id"]) if r.status_code == 200 else None
+
+        input_id = await eventually(sent, timeout=20, interval=0.3)
+
+    def trace() -> list[Received] | None:
+        spans = receiver.snapshot()
+        inputs = [s for s in spans if s.attributes.get("tavern.input_id") == input_id]
+        if not inputs:
+            return None
+        mine = [s for s in spans if s.trace_id == inputs[0].trace_id]
+        said = _append_of(mine, "user/message")
+        ingested = said is not None and said.span_id in _handled(mine, "ledger.ingest")
+        return mine if ingested and _append_of(mine, "turn/end") is not None else None
+
+    spans = await eventually(trace, timeout=60, interval=0.2)
+    (published,) = _by_name(spans, "gateway.input")
+    assert (published.service, published.kind) == ("tavern-gateway", PRODUCER)
+    (turn,) = _by_name(spans, "loop.turn")
+    assert turn.parent_id == published.span_id
+    assert {s.service for s in spans} >= {"tavern-gateway", "tavern-loop", "tavern-ledger"}
