@@ -121,6 +121,14 @@ def inject(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
+def with_context(headers: dict[str, str] | None) -> dict[str, str] | None:
+    """A copy of `headers` with the current span's context added; `headers` itself (not
+    copied) when tracing is off."""
+    if _on is None:
+        return headers
+    return inject(dict(headers or {}))
+
+
 def carried(headers: Mapping[str, str] | None) -> dict[str, str] | None:
     """Only the trace context of a message's headers, to keep beside what was read from it
     (None when tracing is off or the message carries none)."""

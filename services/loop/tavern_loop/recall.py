@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from nats.aio.client import Client
@@ -48,12 +49,13 @@ class RecallClient:
         if member is not None:
             request |= {"member": member.character_id, "member_name": member.name}
         try:
-            with tracing.span("loop.recall", kind="client", attributes=_attrs(session_id, turn)):
+            attributes = partial(_attrs, session_id, turn)  # made only when tracing is on
+            with tracing.span("loop.recall", kind="client", attributes=attributes):
                 reply = await self._nc.request(
                     RECALL_SUBJECT,
                     json.dumps(request).encode(),
                     timeout=self._timeout,
-                    headers=tracing.inject(dict(headers or {})),
+                    headers=tracing.with_context(headers),
                 )
             body: dict[str, Any] = json.loads(reply.data or b"{}")
         except (NoRespondersError, NatsTimeout, ValueError) as exc:

@@ -720,7 +720,9 @@ class TurnRunner:
         def failed(item: AttemptFailed) -> None:
             self._retried(item, payload)
 
-        attributes = {"tavern.provider": target.provider, "tavern.model": target.model}
+        def attributes() -> dict[str, str]:  # made only when tracing is on
+            return {"tavern.provider": target.provider, "tavern.model": target.model}
+
         with tracing.span("loop.model_request", kind="client", attributes=attributes):
             stream = router.stream("chat", request)
             outcome = await stream_reply(stream, self.cancel, writer, failed)

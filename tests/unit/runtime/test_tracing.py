@@ -187,3 +187,16 @@ def test_lazy_attributes_are_made_only_when_on(spans: InMemorySpanExporter) -> N
     (work,) = _named(spans, "work")
     assert work.attributes is not None
     assert work.attributes["tavern.turn"] == 3
+
+
+def test_with_context_copies_only_when_on(spans: InMemorySpanExporter) -> None:
+    mine = {"Tavern-Principal": "t"}
+    with tracing.span("ask"):
+        sent = tracing.with_context(mine)
+    assert mine == {"Tavern-Principal": "t"}
+    assert sent is not None
+    assert sent["Tavern-Principal"] == "t"
+    assert tracing.TRACEPARENT in sent
+    tracing.shutdown_tracing()
+    assert tracing.with_context(mine) is mine
+    assert tracing.with_context(None) is None
