@@ -31,6 +31,7 @@ from tavern_events.union import (
     LedgerFactUnion,
     SessionEventUnion,
 )
+from tavern_runtime.tracing import TRACEPARENT, TRACESTATE
 
 SERVICES = rpc.SERVICES
 DOCS_DIR = Path("docs") / "asyncapi"
@@ -78,7 +79,14 @@ _HEADER_SCHEMAS: dict[str, dict[str, Any]] = {
     "Nats-Batch-Commit": {"const": "1", "description": "On the batch's last message: commit."},
     PRINCIPAL_HEADER: {"type": "string", "description": REQUEST_HEADERS[PRINCIPAL_HEADER]},
     TIMEOUT_HEADER: {**_DIGITS, "description": REQUEST_HEADERS[TIMEOUT_HEADER]},
+    TRACEPARENT: {
+        "type": "string",
+        "description": "W3C Trace Context of the span that sent it, present only while tracing "
+        "is on (docs/tracing.md): its receiver's span joins that trace.",
+    },
+    TRACESTATE: {"type": "string", "description": "W3C Trace Context vendor state, with it."},
 }
+TRACE = (TRACEPARENT, TRACESTATE)
 
 
 def _headers(names: tuple[str, ...], required: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -133,6 +141,7 @@ def _stream_channels() -> tuple[StreamChannel, ...]:
             "Nats-Batch-Id",
             "Nats-Batch-Sequence",
             "Nats-Batch-Commit",
+            *TRACE,
         ),
         (MSG_ID,),
         "Nats-Msg-Id is the event id; every append is conditional on the session's last "
@@ -168,7 +177,7 @@ def _stream_channels() -> tuple[StreamChannel, ...]:
                 "kind": {"enum": ["message", "cancel", "command"], "description": "What it is."},
             },
             _headers(
-                (MSG_ID, PRINCIPAL_HEADER, "Nats-Expected-Stream"),
+                (MSG_ID, PRINCIPAL_HEADER, "Nats-Expected-Stream", *TRACE),
                 (MSG_ID, PRINCIPAL_HEADER),
                 "Nats-Msg-Id is the input_id, so a retried send is submitted once; the "
                 "principal is the sender's.",
@@ -306,7 +315,7 @@ class _Builder:
                 "summary": r.summary,
                 "payload": self.schema(r.request),
                 "headers": _headers(
-                    (PRINCIPAL_HEADER, TIMEOUT_HEADER),
+                    (PRINCIPAL_HEADER, TIMEOUT_HEADER, *TRACE),
                     () if r.operation == "ping" else (PRINCIPAL_HEADER,),
                     "Who asks, and how long they wait.",
                 ),

@@ -29,6 +29,7 @@ from tavern_events.input import (
 )
 from tavern_events.streams import SESSIONS
 from tavern_events.union import decode_or_skip, encode
+from tavern_runtime import tracing
 
 DIM, BOLD, CYAN, YELLOW, RED, RESET = (
     "\x1b[2m",
@@ -327,9 +328,10 @@ class Conversation:
 
     async def _publish(self, command: InputCommand, kind: str) -> None:
         subject = subjects.session_input(self.session_id, kind)
-        await self.js.publish(
-            subject, encode(command), headers={"Nats-Msg-Id": command.input_id}, timeout=5
-        )
+        attributes = {"tavern.session_id": self.session_id, "tavern.input_id": command.input_id}
+        with tracing.span("cli.input", kind="producer", attributes=attributes):
+            headers = tracing.inject({"Nats-Msg-Id": command.input_id})
+            await self.js.publish(subject, encode(command), headers=headers, timeout=5)
 
     async def wait_turn(self, timeout: float = 60.0) -> SessionEvent:
         return await asyncio.wait_for(self.turn_ended.get(), timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -17,6 +18,7 @@ from tavern_cli.failure import fail
 from tavern_cli.rundir import Layout, data_dir_from_env
 from tavern_events.ids import new_id
 from tavern_events.subjects import InvalidIdError
+from tavern_runtime import tracing
 from tavern_runtime.errors import TavernError
 
 HELP = (
@@ -56,12 +58,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    tracing.configure_tracing("cli", os.environ.get("TAVERN_OTLP_ENDPOINT", ""))
     try:
         return asyncio.run(_chat(args))
     except KeyboardInterrupt:
         return 130
     except (TavernError, InvalidIdError) as exc:
         return fail("chat", getattr(exc, "message", str(exc)))
+    finally:
+        tracing.shutdown_tracing()
 
 
 class UnknownSession(TavernError):

@@ -45,7 +45,7 @@ _OWN_KEYS = frozenset(
     {
         *("event", "level", "timestamp", "logger", "service", "session_id", "turn", "step"),
         *("event_id", "event_type", "stream_seq", "consumer", "op", "operation", "outcome"),
-        *("code", "connection"),
+        *("code", "connection", "trace_id", "span_id"),
     }
 )
 """Keys whose values are the code's own names and validated ids (STYLE.md's fixed keys, an

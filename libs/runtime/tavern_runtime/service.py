@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import structlog
 from faststream import FastStream
 
-from tavern_runtime import health, pg
+from tavern_runtime import health, pg, tracing
 from tavern_runtime.bus import EXIT_CONNECTION_LOST as EXIT_CONNECTION_LOST
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import configure_logging
@@ -86,14 +86,20 @@ async def _close_pool(pool: pg.Pool) -> None:
 
 
 def run_service(name: str, build_app: Callable[[S], FastStream], settings: S) -> NoReturn:
-    """Configure logging, build the app, serve until SIGTERM/SIGINT, exit with the outcome."""
+    """Configure logging and tracing, build the app, serve until SIGTERM/SIGINT, exit with the
+    outcome (the spans still buffered exported first)."""
     configure_logging(name, settings.log_level, settings.log_format)
+    tracing.configure_tracing(name, settings.otlp_endpoint)
     try:
         app = build_app(settings)
     except TavernError as exc:
         log.error("service_misconfigured", error=exc.message)
         sys.exit(EXIT_FAILED)
-    sys.exit(asyncio.run(serve(name, app, settings)))
+    try:
+        code = asyncio.run(serve(name, app, settings))
+    finally:
+        tracing.shutdown_tracing()
+    sys.exit(code)
 
 
 async def serve(

@@ -27,7 +27,7 @@ from tavern_events.ids import new_id
 from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip, encode
-from tavern_runtime import directget
+from tavern_runtime import directget, tracing
 from tavern_runtime.acks import WRONG_LAST_SEQUENCE, Acks, raise_refusal
 from tavern_runtime.delivery import pending, stream_sequence
 from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
@@ -287,6 +287,17 @@ class SessionLogWriter:
         payloads: Sequence[bytes] | None,
     ) -> PubAck:
         encoded = list(payloads) if payloads is not None else [encode(e) for e in events]
+        attributes = lambda: _append_attrs(events)  # noqa: E731 - made only when tracing is on
+        with tracing.span("sessionlog.append", kind="producer", attributes=attributes):
+            return await self._publish_events(session_id, events, encoded, expected_stream_seq)
+
+    async def _publish_events(
+        self,
+        session_id: str,
+        events: tuple[SessionEvent, ...],
+        encoded: list[bytes],
+        expected_stream_seq: int,
+    ) -> PubAck:
         try:
             if len(events) == 1:
                 return await self._publish_one(
@@ -309,7 +320,7 @@ class SessionLogWriter:
     async def _publish_one(
         self, session_id: str, event: SessionEvent, payload: bytes, expected: int
     ) -> PubAck:
-        headers = append_headers(session_id, event, expected)
+        headers = tracing.inject(append_headers(session_id, event, expected))
         subject = subjects.session_event(session_id, event.type)
         ack = await self._acks.publish(subject, payload, headers=headers, timeout=self._timeout)
         if ack.duplicate:  # a replicated stream checks ids before expectations: a retry of ours?
@@ -328,6 +339,7 @@ class SessionLogWriter:
         batch_id, count = new_id(), len(events)
         first, last = events[0], events[-1]
         headers = append_headers(session_id, first, expected) | batch_headers(batch_id, 1, count)
+        tracing.inject(headers)
         # The first message is a request so that a refused batch start is reported at once.
         reply = await self._acks.request(
             _subject(first), payloads[0], headers=headers, timeout=self._timeout
@@ -336,11 +348,24 @@ class SessionLogWriter:
         for index in range(2, count):
             event = events[index - 1]
             headers = {Header.MSG_ID.value: event.id, **batch_headers(batch_id, index, count)}
-            await self._nc.publish(_subject(event), payloads[index - 1], headers=headers)
+            await self._nc.publish(
+                _subject(event), payloads[index - 1], headers=tracing.inject(headers)
+            )
         headers = {Header.MSG_ID.value: last.id, **batch_headers(batch_id, count, count)}
+        tracing.inject(headers)
         return await self._acks.publish(
             _subject(last), payloads[-1], headers=headers, timeout=self._timeout
         )
+
+
+def _append_attrs(events: tuple[SessionEvent, ...]) -> dict[str, str | int]:
+    first = events[0]
+    return {
+        "tavern.session_id": first.session_id,
+        "tavern.seq": first.seq,
+        "tavern.event_types": ",".join(dict.fromkeys(e.type for e in events)),
+        "messaging.batch.message_count": len(events),
+    }
 
 
 def _subject(event: SessionEvent) -> str:

@@ -61,6 +61,13 @@ class TavernSettings(BaseSettings):
         description="longest an RPC handler may run before the caller gets a `timeout` error",
     )
 
+    otlp_endpoint: str = Field(
+        default="",
+        description="OTLP/HTTP base URL spans are exported to (e.g. http://collector:4318); "
+        "empty = OpenTelemetry's OTEL_EXPORTER_OTLP_ENDPOINT, and tracing is off when that is "
+        "unset too (docs/tracing.md)",
+    )
+
     @property
     def nats_servers(self) -> list[str]:
         return [s.strip() for s in self.nats_url.split(",") if s.strip()]

@@ -28,7 +28,7 @@ from tavern_consolidator.scheduler import Scheduler
 from tavern_consolidator.store import batches, connection
 from tavern_events.streams import LEDGER, SESSIONS
 from tavern_llm import LLMConfig, build_router
-from tavern_runtime import dlq, principals
+from tavern_runtime import dlq, principals, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.errors import Forbidden
@@ -209,7 +209,8 @@ class Consolidator:
         self._woken(await self.intake.ledger_facts(msgs))
 
     async def _session_events(self, msgs: Sequence[Msg]) -> None:
-        self._woken(await self.intake.session_events(msgs))
+        with tracing.consumed("consolidator.intake", (m.headers for m in msgs)):
+            self._woken(await self.intake.session_events(msgs))
 
     def _woken(self, touched: Touched) -> None:
         self.scheduler.wake("distil", touched.distil)

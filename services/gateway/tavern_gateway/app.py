@@ -28,7 +28,7 @@ from tavern_gateway.bus import Bus
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.store import Store
 from tavern_runtime import bus as runtime_bus
-from tavern_runtime import health, pg
+from tavern_runtime import health, pg, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import configure_logging, get_logger
@@ -178,9 +178,12 @@ async def serve(settings: GatewaySettings) -> int:
 def main() -> None:
     settings = GatewaySettings()
     configure_logging(SERVICE, settings.log_level, settings.log_format)
+    tracing.configure_tracing(SERVICE, settings.otlp_endpoint)
     try:
         code = asyncio.run(serve(settings))
     except TavernError as exc:
         log.error("service_misconfigured", error=exc.message)
         code = 1
+    finally:
+        tracing.shutdown_tracing()
     raise SystemExit(code)

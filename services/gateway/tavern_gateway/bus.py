@@ -29,6 +29,7 @@ from tavern_events.input import (
 )
 from tavern_events.streams import SESSIONS
 from tavern_events.union import encode
+from tavern_runtime import tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import PermanentError, TavernError, TransientError
 from tavern_runtime.principals import Principal
@@ -128,10 +129,13 @@ class Bus:
     async def _publish(self, principal: Principal, command: InputCommand, kind: str) -> str:
         subject = subjects.session_input(command.session_id, kind)
         headers = self.credentials.headers(principal, **{"Nats-Msg-Id": command.input_id})
-        try:
-            await self.js.publish(subject, encode(command), headers=headers, timeout=5)
-        except (TimeoutError, NatsTimeout, NoRespondersError):
-            raise Unavailable("the input could not be stored; try again") from None
+        with tracing.span("gateway.input", kind="producer", attributes=_input_attrs(command)):
+            try:
+                await self.js.publish(
+                    subject, encode(command), headers=tracing.inject(headers), timeout=5
+                )
+            except (TimeoutError, NatsTimeout, NoRespondersError):
+                raise Unavailable("the input could not be stored; try again") from None
         return command.input_id
 
     # --- the session log ------------------------------------------------------------------------
@@ -239,3 +243,7 @@ async def operator_status(nc: Client, js: JetStreamContext) -> dict[str, Any]:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _input_attrs(command: InputCommand) -> dict[str, str]:
+    return {"tavern.session_id": command.session_id, "tavern.input_id": command.input_id}

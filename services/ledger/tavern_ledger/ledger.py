@@ -40,7 +40,7 @@ from tavern_ledger.relay import Relay
 from tavern_ledger.rights import Rights
 from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
 from tavern_ledger.transfer import Transfer
-from tavern_runtime import dlq
+from tavern_runtime import dlq, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.delivery import stream_sequence
@@ -230,6 +230,10 @@ class Ledger:
         writes the part before; poison messages are dead-lettered once the batch is in. A batch
         that fails for any but a transient reason is retried message by message, and the
         message that still fails is dead-lettered."""
+        with tracing.consumed("ledger.ingest", (m.headers for m in msgs)):
+            await self._ingest_batch(msgs)
+
+    async def _ingest_batch(self, msgs: Sequence[Msg]) -> None:
         batch = _Decoding(msgs, self._decode)
         through = max(stream_sequence(m) for m in msgs)
         try:

@@ -40,6 +40,7 @@ from tavern_loop.tools.pipeline import ToolPipeline
 from tavern_loop.tools.policy import authorise, profile_tools
 from tavern_loop.tools.spillstore import SpillStore
 from tavern_loop.turn import LoopDeps
+from tavern_runtime import tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.bus import NatsConnection, connect
 from tavern_runtime.logs import get_logger
@@ -186,7 +187,7 @@ class LoopEngine:
                 subject,
                 json.dumps(payload).encode(),
                 timeout=timeout,
-                headers={**timeout_headers(timeout), **(headers or {})},
+                headers=tracing.inject({**timeout_headers(timeout), **(headers or {})}),
             )
         except NoRespondersError:
             return error_reply("unavailable", f"no service answers {subject}")

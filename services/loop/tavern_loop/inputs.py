@@ -17,6 +17,7 @@ from tavern_events.input import CancelInput, CommandInput, MessageInput
 from tavern_events.parts import ClaimedInput
 from tavern_events.streams import INPUTS
 from tavern_events.union import decode
+from tavern_runtime import tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import TransientError, Unauthenticated
 from tavern_runtime.logs import get_logger
@@ -41,6 +42,8 @@ class PendingInput:
     stored_at: float | None = None
     """When INPUTS stored it (unix seconds): its token is checked as of then, so an input
     read after an outage is still its sender's."""
+    trace: dict[str, str] | None = None
+    """The trace context it was published in (when tracing is on): its turn joins that trace."""
 
     def authenticated(self, credentials: Credentials) -> PendingInput:
         """This input with its verified principal (or why it has none)."""
@@ -74,12 +77,13 @@ def parse_input(
     """Decode one stored input; a bad one still gets a claimable identity (never stalls)."""
     kind = subject.rsplit(".", 1)[-1]
     token = (headers or {}).get(HEADER)
+    trace = tracing.carried(headers)
     try:
         command = decode(data or b"", InputCommand)
     except (ContractError, UnknownEventError) as exc:
         log.warning("input_unreadable", stream_seq=stream_seq, subject=subject, error=str(exc))
-        return PendingInput(stream_seq, f"bad-input-{stream_seq}", kind, None, token)
-    return PendingInput(stream_seq, command.input_id, kind, command, token)
+        return PendingInput(stream_seq, f"bad-input-{stream_seq}", kind, None, token, trace=trace)
+    return PendingInput(stream_seq, command.input_id, kind, command, token, trace=trace)
 
 
 async def pending_inputs(

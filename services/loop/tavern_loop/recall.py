@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from nats.aio.client import Client
@@ -12,6 +13,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from tavern_events import subjects
 from tavern_events.group import Speaker
+from tavern_runtime import tracing
 from tavern_runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -47,9 +49,14 @@ class RecallClient:
         if member is not None:
             request |= {"member": member.character_id, "member_name": member.name}
         try:
-            reply = await self._nc.request(
-                RECALL_SUBJECT, json.dumps(request).encode(), timeout=self._timeout, headers=headers
-            )
+            attributes = partial(_attrs, session_id, turn)  # made only when tracing is on
+            with tracing.span("loop.recall", kind="client", attributes=attributes):
+                reply = await self._nc.request(
+                    RECALL_SUBJECT,
+                    json.dumps(request).encode(),
+                    timeout=self._timeout,
+                    headers=tracing.with_context(headers),
+                )
             body: dict[str, Any] = json.loads(reply.data or b"{}")
         except (NoRespondersError, NatsTimeout, ValueError) as exc:
             log.warning("recall_unavailable", session_id=session_id, error=type(exc).__name__)
@@ -58,3 +65,7 @@ class RecallClient:
         if body.get("error") or not text:
             return None
         return Recall(text, int(body.get("count", 0)))
+
+
+def _attrs(session_id: str, turn: int) -> dict[str, str | int]:
+    return {"tavern.session_id": session_id, "tavern.turn": turn}

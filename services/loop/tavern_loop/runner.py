@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -26,6 +27,7 @@ from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs, parse_inp
 from tavern_loop.lease import Lease, LeaseKeeper, Leases
 from tavern_loop.sessionlog import HeldLog
 from tavern_loop.turn import LOOP, LoopDeps, TurnRunner, input_rejection
+from tavern_runtime import tracing
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
 from tavern_runtime.principals import LOCAL_OWNER, Principal
@@ -182,17 +184,22 @@ class SessionRunner:
                 if await self._idle():
                     continue
                 return
-            foreign = await self._foreign_character(self.held, claim)
-            creation = self._ensure_created(self.held, claim, foreign)
-            self.cancel = asyncio.Event()
-            turn = TurnRunner(self.held, self._deps, self.cancel, creation, self._arrivals)
-            turn.followups = self._followups(claim)
-            self._turn = turn
-            try:
-                await turn.run(claim)
-            finally:
-                self._turn = None
+            with _turn_span(self.session_id, claim):
+                await self._run_turn(self.held, claim)
             self.progress.set()
+
+    async def _run_turn(self, held: HeldLog, claim: list[PendingInput]) -> None:
+        with tracing.span("loop.claim", attributes=lambda: {"tavern.inputs": len(claim)}):
+            foreign = await self._foreign_character(held, claim)
+            creation = self._ensure_created(held, claim, foreign)
+        self.cancel = asyncio.Event()
+        turn = TurnRunner(held, self._deps, self.cancel, creation, self._arrivals)
+        turn.followups = self._followups(claim)
+        self._turn = turn
+        try:
+            await turn.run(claim)
+        finally:
+            self._turn = None
 
     async def _read_log(self) -> list[SessionEvent]:
         """The session's log: the one its last runner here let go, with what was stored
@@ -362,6 +369,17 @@ class SessionRunner:
         decided = decided.model_copy(update=owner)
         held.stage(self._draft()(SessionCreated, decided, causation_id=create.input_id))
         return Creation(refusal)
+
+
+def _turn_span(session_id: str, claim: list[PendingInput]) -> AbstractContextManager[None]:
+    """A turn is a span of the trace its first claimed input was published in (the others are
+    linked), so one turn is one trace from the client to the read models."""
+    return tracing.span(
+        "loop.turn",
+        parent=claim[0].trace,
+        links=[p.trace for p in claim[1:]],
+        attributes=lambda: {"tavern.session_id": session_id, "tavern.inputs": len(claim)},
+    )
 
 
 OWNER_TIMEOUT_S = 2.0

@@ -85,7 +85,7 @@ from tavern_loop.tools.execution import ToolCallRequest
 from tavern_loop.tools.limits import TurnBudget
 from tavern_loop.tools.pipeline import ToolCallOutcome, ToolPipeline
 from tavern_loop.tools.spillstore import SpillStore
-from tavern_runtime import principals
+from tavern_runtime import principals, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
@@ -760,7 +760,12 @@ class TurnRunner:
         def failed(item: AttemptFailed) -> None:
             self._retried(item, payload)
 
-        outcome = await stream_reply(router.stream("chat", request), self.cancel, writer, failed)
+        def attributes() -> dict[str, str]:  # made only when tracing is on
+            return {"tavern.provider": target.provider, "tavern.model": target.model}
+
+        with tracing.span("loop.model_request", kind="client", attributes=attributes):
+            stream = router.stream("chat", request)
+            outcome = await stream_reply(stream, self.cancel, writer, failed)
         if outcome.error is not None:  # the stream broke after output: what came is kept
             await self._partial(outcome.text, outcome.reasoning, "error")
             raise outcome.error
@@ -915,7 +920,8 @@ class TurnRunner:
                 self.draft(ToolResult, _result_payload(outcome), source=_tool_source(outcome.name))
             )
 
-        return await pipeline.run(calls, context, started, result, self.cancel, self.budget)
+        with tracing.span("loop.tools", attributes=lambda: {"tavern.tool_calls": len(calls)}):
+            return await pipeline.run(calls, context, started, result, self.cancel, self.budget)
 
     # --- compaction -------------------------------------------------------------------------
 

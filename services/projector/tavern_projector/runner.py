@@ -36,7 +36,7 @@ from tavern_projector.framework import (
     write_checkpoint,
 )
 from tavern_projector.sources import Start
-from tavern_runtime import dlq
+from tavern_runtime import dlq, tracing
 from tavern_runtime.errors import TransientError
 from tavern_runtime.logs import get_logger
 
@@ -104,8 +104,12 @@ class LiveRunner:
         entries = [Entry.of(m) for m in msgs]
         suspect = self._suspect(msgs)
         started = time.perf_counter()
+        traced = tracing.consumed(
+            "projector.project", (m.headers for m in msgs), {"tavern.consumer": self.consumer}
+        )
         try:
-            done = await self._apply_or_isolate(msgs, entries, suspect)
+            with traced:
+                done = await self._apply_or_isolate(msgs, entries, suspect)
         except BaseException:
             # These come back later, after newer messages maybe: check every batch till then.
             self._owed_through = max(self._owed_through, *(e.stream_seq for e in entries))

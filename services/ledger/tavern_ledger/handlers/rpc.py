@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from tavern_ledger.errors import RateLimited, RequestTooLarge
 from tavern_ledger.ledger import Ledger
 from tavern_ledger.requests import Request
-from tavern_runtime import rpc
+from tavern_runtime import rpc, tracing
 from tavern_runtime.context import Message
 from tavern_runtime.errors import TavernError
 from tavern_runtime.principals import Principal
@@ -52,7 +52,8 @@ async def serve(
         reply = await handle(request, principal)
         return _bounded(reply, ledger.caps.max_reply_bytes) if bounded else reply
 
-    return await rpc.answer(op, work)
+    with tracing.span(f"ledger.{op}", parent=msg.headers, kind="server"):
+        return await rpc.answer(op, work)
 
 
 def _bounded(reply: Reply, max_bytes: int) -> Reply:
