@@ -41,9 +41,10 @@ READING_TOOLS: frozenset[str] = frozenset(
     }
 )
 """Tools that read what the tavern already holds (memory, the ledger, chat history, cards and
-lorebooks, spilled output, the group's own members). Their results are never evidence, whatever the configuration:
-ingesting them would echo memory into memory (tests/unit/ledger/test_reading_tools.py lists
-every tool the loop offers and holds each to this rule or names why it may feed the ledger)."""
+lorebooks, spilled output, the group's own members). Their results are never evidence, whatever
+the configuration: ingesting them would echo memory into memory
+(tests/unit/ledger/test_reading_tools.py lists every tool the loop offers and holds each to this
+rule or names why it may feed the ledger)."""
 STORE_TOOLS: frozenset[str] = frozenset(
     {
         "memory_write",
