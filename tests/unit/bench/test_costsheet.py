@@ -1,0 +1,68 @@
+"""The cost sheet's arithmetic: counters before and after a load, divided by its turns."""
+
+from __future__ import annotations
+
+from bench.costsheet import Counters, LagPoint, per_turn, sheet, thin
+
+
+def _counters(at: float, scale: int, statements: bool = True) -> Counters:
+    return Counters(
+        at=at,
+        cpu_s={"loop": 1.0 * scale, "postgres": 0.5 * scale},
+        streams={"SESSIONS": (120 * scale, 60_000 * scale), "INPUTS": (10 * scale, 4_000 * scale)},
+        bus={"in_msgs": 300 * scale, "out_msgs": 500 * scale},
+        database={"xact_commit": 40 * scale, "wal_sync": 20 * scale, "wal_bytes": 80_000 * scale},
+        statements={"ledger": 90 * scale, "projector": 30 * scale} if statements else None,
+    )
+
+
+def test_sheet_divides_the_difference_of_the_counters_by_the_turns() -> None:
+    result = sheet(_counters(10.0, 1), _counters(25.0, 3), turns=10)
+
+    assert result.seconds == 15.0
+    assert result.cpu_ms == {"loop": 200.0, "postgres": 100.0}
+    assert result.cpu_total_ms == 300.0
+    assert result.streams == {"SESSIONS": (24.0, 12_000.0), "INPUTS": (2.0, 800.0)}
+    assert result.bus == {"in_msgs": 60.0, "out_msgs": 100.0}
+    assert result.database == {"xact_commit": 8.0, "wal_sync": 4.0, "wal_bytes": 16_000.0}
+    assert result.statements == {"ledger": 18.0, "projector": 6.0}
+
+
+def test_sheet_without_statement_stats_says_so() -> None:
+    result = sheet(_counters(0.0, 1, statements=False), _counters(1.0, 2, statements=False), 5)
+
+    assert result.statements is None
+    assert any("n/a" in line for line in result.lines())
+    assert result.as_json()["statements_per_turn"] is None
+
+
+def test_a_process_or_stream_that_appeared_during_the_load_counts_from_zero() -> None:
+    assert per_turn({"a": 2.0}, {"a": 4.0, "b": 6.0}, 2) == {"a": 1.0, "b": 3.0}
+
+
+def test_no_turns_divides_by_one_rather_than_failing() -> None:
+    assert per_turn({"a": 1.0}, {"a": 3.0}, 0) == {"a": 2.0}
+
+
+def test_lag_timeline_is_kept_whole_in_json_and_thinned_when_printed() -> None:
+    points = [LagPoint(float(i), {"ledger-ingest": i}) for i in range(20)]
+    result = sheet(_counters(0.0, 1), _counters(20.0, 2), 4, points, {"ledger-ingest": "ledger"})
+
+    assert len(result.as_json()["consumer_lag"]) == 20
+    assert result.as_json()["consumer_lag"][3] == {"at": 3.0, "ledger-ingest": 3}
+    shown = thin(points, 8)
+    assert next(p.at for p in shown) == 0.0
+    assert shown[-1].at == 19.0
+    assert len(shown) == 8
+    row = next(line for line in result.lines() if "ledger-ingest" in line)
+    assert row.split()[1] == "ledger"
+    assert row.split()[-1] == "19"
+
+
+def test_printed_sheet_orders_processes_by_cost_with_their_share() -> None:
+    lines = sheet(_counters(0.0, 1), _counters(1.0, 2), 1).lines()
+    loop = next(i for i, line in enumerate(lines) if line.strip().startswith("loop"))
+    postgres = next(i for i, line in enumerate(lines) if line.strip().startswith("postgres "))
+
+    assert loop < postgres
+    assert lines[loop].split()[1:] == ["1000.0", "67%"]
