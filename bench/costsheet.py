@@ -41,6 +41,8 @@ class Counters:
     """stream -> (messages, bytes) stored."""
     bus: Mapping[str, int] = field(default_factory=dict)
     """nats-server totals (`/varz`): messages and bytes in and out, core RPCs included."""
+    clients: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """NATS user -> its connections' `/connz` counters (`in` = from the client, `out` = to it)."""
     database: Mapping[str, int] = field(default_factory=dict)
     """`pg_stat_database` of the stack's database and `pg_stat_wal`."""
     statements: Mapping[str, int] | None = None
@@ -64,6 +66,8 @@ class CostSheet:
     streams: dict[str, tuple[float, float]]
     """stream -> (messages, bytes) per turn."""
     bus: dict[str, float]
+    clients: dict[str, dict[str, float]]
+    """NATS user -> messages and bytes per turn, to and from the server."""
     database: dict[str, float]
     statements: dict[str, float] | None
     consumers: dict[str, str]
@@ -89,6 +93,7 @@ class CostSheet:
                 "  bus (all subjects, RPCs included): "
                 + ", ".join(f"{k} {v:,.1f}" for k, v in self.bus.items())
             )
+        out += self._client_lines()
         out += [
             "",
             "  postgres per turn: " + ", ".join(_fmt(k, v) for k, v in self.database.items()),
@@ -99,6 +104,17 @@ class CostSheet:
             by_role = sorted(self.statements.items(), key=lambda kv: -kv[1])
             out.append("  statements per turn: " + ", ".join(_fmt(k, v) for k, v in by_role))
         out += ["", *self._lag_lines()]
+        return out
+
+    def _client_lines(self) -> list[str]:
+        if not self.clients:
+            return []
+        out = ["", f"  {'bus client':14} {'msgs in':>8} {'msgs out':>9} {'kB in':>7} {'kB out':>7}"]
+        for name, c in sorted(self.clients.items(), key=lambda kv: -kv[1].get("out_msgs", 0)):
+            out.append(
+                f"  {name[:14]:14} {c.get('in_msgs', 0):>8.1f} {c.get('out_msgs', 0):>9.1f}"
+                f" {c.get('in_bytes', 0) / 1000:>7.1f} {c.get('out_bytes', 0) / 1000:>7.1f}"
+            )
         return out
 
     def _lag_lines(self) -> list[str]:
@@ -120,6 +136,9 @@ class CostSheet:
                 for k, (m, b) in self.streams.items()
             },
             "bus_per_turn": {k: round(v, 2) for k, v in self.bus.items()},
+            "bus_clients_per_turn": {
+                name: {k: round(v, 2) for k, v in c.items()} for name, c in self.clients.items()
+            },
             "postgres_per_turn": {k: round(v, 3) for k, v in self.database.items()},
             "statements_per_turn": (
                 None
@@ -171,6 +190,7 @@ def sheet(
         cpu,
         {k: (messages[k], sizes[k]) for k in messages},
         per_turn(before.bus, after.bus, turns),
+        {n: per_turn(before.clients.get(n, {}), c, turns) for n, c in after.clients.items()},
         per_turn(before.database, after.database, turns),
         statements,
         dict(consumers or {}),
@@ -184,6 +204,18 @@ def thin(points: Sequence[LagPoint], most: int) -> list[LagPoint]:
         return list(points)
     step = (len(points) - 1) / (most - 1)
     return [points[round(i * step)] for i in range(most)]
+
+
+def by_client(connections: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """`/connz` counters summed by the NATS user of each connection (every service logs in as
+    its own, and may hold several connections), else by connection name."""
+    found: dict[str, dict[str, int]] = {}
+    for conn in connections:
+        key = str(conn.get("authorized_user") or conn.get("name") or "?")
+        into = found.setdefault(key, dict.fromkeys(BUS_COUNTERS, 0))
+        for key in BUS_COUNTERS:
+            into[key] += int(conn.get(key, 0))
+    return found
 
 
 def consumer_services() -> dict[str, str]:
@@ -230,11 +262,13 @@ class Meter:
     async def read(self) -> Counters:
         at = time.monotonic()
         cpu = self.stack.cpu()
+        bus, clients = await self._bus()
         return Counters(
             at,
             cpu,
             await self._streams(),
-            await self._bus(),
+            bus,
+            clients,
             await self._database(),
             await self._statements(),
         )
@@ -245,12 +279,15 @@ class Meter:
             found[info.config.name or "?"] = (int(info.state.messages), int(info.state.bytes))
         return found
 
-    async def _bus(self) -> dict[str, int]:
-        with contextlib.suppress(httpx.HTTPError, ValueError):
+    async def _bus(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """Server totals, and each connection name's (the services name theirs)."""
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
             async with httpx.AsyncClient(timeout=3) as client:
-                varz = (await client.get(f"{self.stack.nats.monitor_url}/varz")).json()
-            return {k: int(varz[k]) for k in BUS_COUNTERS}
-        return {}
+                url = self.stack.nats.monitor_url
+                varz = (await client.get(f"{url}/varz")).json()
+                connz = (await client.get(f"{url}/connz", params={"limit": 4096, "auth": 1})).json()
+            return {k: int(varz[k]) for k in BUS_COUNTERS}, by_client(connz["connections"])
+        return {}, {}
 
     async def _database(self) -> dict[str, int]:
         assert self.conn is not None

@@ -37,6 +37,7 @@ async def test_cost_sheet_measures_every_process_stream_and_the_database() -> No
     assert cost.streams["INPUTS"] == (1.0, pytest.approx(cost.streams["INPUTS"][1]))
     assert cost.streams["INPUTS"][1] > 0
     assert cost.bus["in_msgs"] > cost.streams["SESSIONS"][0]  # RPCs and acks ride the bus too
+    assert all(cost.clients[name]["out_msgs"] > 0 for name in SERVICES), cost.clients
     assert cost.database["xact_commit"] > 0
     assert cost.database["wal_sync"] > 0
     assert cost.database["wal_bytes"] > 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.costsheet import Counters, LagPoint, per_turn, sheet, thin
+from bench.costsheet import Counters, LagPoint, by_client, per_turn, sheet, thin
 
 
 def _counters(at: float, scale: int, statements: bool = True) -> Counters:
@@ -11,6 +11,7 @@ def _counters(at: float, scale: int, statements: bool = True) -> Counters:
         cpu_s={"loop": 1.0 * scale, "postgres": 0.5 * scale},
         streams={"SESSIONS": (120 * scale, 60_000 * scale), "INPUTS": (10 * scale, 4_000 * scale)},
         bus={"in_msgs": 300 * scale, "out_msgs": 500 * scale},
+        clients={"loop": {"in_msgs": 50 * scale, "out_msgs": 70 * scale}},
         database={"xact_commit": 40 * scale, "wal_sync": 20 * scale, "wal_bytes": 80_000 * scale},
         statements={"ledger": 90 * scale, "projector": 30 * scale} if statements else None,
     )
@@ -24,6 +25,7 @@ def test_sheet_divides_the_difference_of_the_counters_by_the_turns() -> None:
     assert result.cpu_total_ms == 300.0
     assert result.streams == {"SESSIONS": (24.0, 12_000.0), "INPUTS": (2.0, 800.0)}
     assert result.bus == {"in_msgs": 60.0, "out_msgs": 100.0}
+    assert result.clients == {"loop": {"in_msgs": 10.0, "out_msgs": 14.0}}
     assert result.database == {"xact_commit": 8.0, "wal_sync": 4.0, "wal_bytes": 16_000.0}
     assert result.statements == {"ledger": 18.0, "projector": 6.0}
 
@@ -66,3 +68,29 @@ def test_printed_sheet_orders_processes_by_cost_with_their_share() -> None:
 
     assert loop < postgres
     assert lines[loop].split()[1:] == ["1000.0", "67%"]
+
+
+def test_bus_clients_are_summed_by_user() -> None:
+    connections = [
+        {
+            "authorized_user": "projector",
+            "name": "a",
+            "in_msgs": 3,
+            "out_msgs": 5,
+            "in_bytes": 30,
+            "out_bytes": 50,
+        },
+        {
+            "authorized_user": "projector",
+            "in_msgs": 1,
+            "out_msgs": 2,
+            "in_bytes": 10,
+            "out_bytes": 20,
+        },
+        {"in_msgs": 7, "out_msgs": 0, "in_bytes": 70, "out_bytes": 0},
+    ]
+
+    assert by_client(connections) == {
+        "projector": {"in_msgs": 4, "in_bytes": 40, "out_msgs": 7, "out_bytes": 70},
+        "?": {"in_msgs": 7, "in_bytes": 70, "out_msgs": 0, "out_bytes": 0},
+    }
