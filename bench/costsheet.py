@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 PG_COUNTERS = ("xact_commit", "xact_rollback", "tup_inserted", "tup_updated", "tup_deleted")
 BUS_COUNTERS = ("in_msgs", "in_bytes", "out_msgs", "out_bytes")
+TOP_STATEMENTS = 12
+STATEMENT_CHARS = 160
 TIMELINE_POINTS = 8
 """How many points of each consumer's lag the printed sheet shows (the JSON keeps them all)."""
 
@@ -46,7 +48,8 @@ class Counters:
     database: Mapping[str, int] = field(default_factory=dict)
     """`pg_stat_database` of the stack's database and `pg_stat_wal`."""
     statements: Mapping[str, int] | None = None
-    """role -> statements executed (`pg_stat_statements`), None when it is not loaded."""
+    """`<role>: <statement>` -> times executed (`pg_stat_statements`), None when it is not
+    loaded."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class CostSheet:
     """NATS user -> messages and bytes per turn, to and from the server."""
     database: dict[str, float]
     statements: dict[str, float] | None
+    """role -> statements per turn."""
+    top_statements: list[tuple[str, float]]
+    """The statements run most per turn, `<role>: <statement>`."""
     consumers: dict[str, str]
     """consumer -> the service that reads it."""
     lags: list[LagPoint]
@@ -103,6 +109,7 @@ class CostSheet:
         else:
             by_role = sorted(self.statements.items(), key=lambda kv: -kv[1])
             out.append("  statements per turn: " + ", ".join(_fmt(k, v) for k, v in by_role))
+            out += [f"  {n:>8.2f}  {text[:100]}" for text, n in self.top_statements]
         out += ["", *self._lag_lines()]
         return out
 
@@ -145,6 +152,7 @@ class CostSheet:
                 if self.statements is None
                 else {k: round(v, 2) for k, v in self.statements.items()}
             ),
+            "top_statements_per_turn": [[k, round(v, 2)] for k, v in self.top_statements],
             "consumers": self.consumers,
             "consumer_lag": [{"at": round(p.at, 2), **p.lags} for p in self.lags],
         }
@@ -181,9 +189,11 @@ def sheet(
         {k: b for k, (_, b) in after.streams.items()},
         turns,
     )
-    statements = None
+    statements, top = None, []
     if before.statements is not None and after.statements is not None:
-        statements = per_turn(before.statements, after.statements, turns)
+        each = per_turn(before.statements, after.statements, turns)
+        statements = by_role(each)
+        top = sorted(((k, v) for k, v in each.items() if v > 0), key=lambda kv: -kv[1])
     return CostSheet(
         turns,
         after.at - before.at,
@@ -193,6 +203,7 @@ def sheet(
         {n: per_turn(before.clients.get(n, {}), c, turns) for n, c in after.clients.items()},
         per_turn(before.database, after.database, turns),
         statements,
+        top[:TOP_STATEMENTS],
         dict(consumers or {}),
         list(lags),
     )
@@ -204,6 +215,15 @@ def thin(points: Sequence[LagPoint], most: int) -> list[LagPoint]:
         return list(points)
     step = (len(points) - 1) / (most - 1)
     return [points[round(i * step)] for i in range(most)]
+
+
+def by_role(statements: Mapping[str, float]) -> dict[str, float]:
+    """`<role>: <statement>` counts summed by role."""
+    found: dict[str, float] = {}
+    for key, count in statements.items():
+        role = key.split(":", 1)[0]
+        found[role] = found.get(role, 0.0) + count
+    return found
 
 
 def by_client(connections: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
@@ -318,8 +338,11 @@ class Meter:
             return None
         assert self.conn is not None
         rows = await self.conn.fetch(
-            "SELECT r.rolname, sum(s.calls)::bigint AS calls FROM pg_stat_statements s"
+            "SELECT r.rolname, s.query, s.calls FROM pg_stat_statements s"
             " JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname <> current_user"
-            " GROUP BY r.rolname"
         )
-        return {row["rolname"]: int(row["calls"]) for row in rows}
+        found: dict[str, int] = {}
+        for row in rows:
+            key = f"{row['rolname']}: {' '.join(row['query'].split())}"[:STATEMENT_CHARS]
+            found[key] = found.get(key, 0) + int(row["calls"])
+        return found

@@ -13,7 +13,15 @@ def _counters(at: float, scale: int, statements: bool = True) -> Counters:
         bus={"in_msgs": 300 * scale, "out_msgs": 500 * scale},
         clients={"loop": {"in_msgs": 50 * scale, "out_msgs": 70 * scale}},
         database={"xact_commit": 40 * scale, "wal_sync": 20 * scale, "wal_bytes": 80_000 * scale},
-        statements={"ledger": 90 * scale, "projector": 30 * scale} if statements else None,
+        statements=(
+            {
+                "ledger: INSERT INTO a": 60 * scale,
+                "ledger: SELECT b": 30 * scale,
+                "projector: SELECT c": 30 * scale,
+            }
+            if statements
+            else None
+        ),
     )
 
 
@@ -28,6 +36,8 @@ def test_sheet_divides_the_difference_of_the_counters_by_the_turns() -> None:
     assert result.clients == {"loop": {"in_msgs": 10.0, "out_msgs": 14.0}}
     assert result.database == {"xact_commit": 8.0, "wal_sync": 4.0, "wal_bytes": 16_000.0}
     assert result.statements == {"ledger": 18.0, "projector": 6.0}
+    assert result.top_statements[0] == ("ledger: INSERT INTO a", 12.0)
+    assert {k for k, _ in result.top_statements[1:]} == {"ledger: SELECT b", "projector: SELECT c"}
 
 
 def test_sheet_without_statement_stats_says_so() -> None:
