@@ -1,9 +1,9 @@
-"""Two versions of the services under the same load, interleaved: A, B, A, B, ... each on a
-fresh stack, so a noisy shared machine loads both alike. Prints each run's rate, latency and
-per-turn cost, and the B/A ratio of every figure's median.
+"""Versions of the services under the same load, interleaved: A, B, A, B, ... each on a fresh
+stack, so a noisy shared machine loads them alike. Prints each run's rate, latency and per-turn
+cost, and every figure's median with its ratio to the first version's.
 
     git archive <commit> libs services | tar -x -C /tmp/a
-    .venv/bin/python -m bench.load_ab --a /tmp/a --b . --rounds 3 --sessions 50 --turns 8
+    .venv/bin/python -m bench.load_ab --tree A=/tmp/a --tree B=. --rounds 3 --sessions 50
 
 A version is a tree with `libs/*` and `services/*`: its packages go first on the services'
 PYTHONPATH (ahead of the editable installs of the virtualenv).
@@ -58,29 +58,32 @@ def figures(report: LoadReport) -> dict[str, float]:
 
 
 def summary(runs: dict[str, list[dict[str, float]]]) -> list[str]:
+    """Each figure's median per version, and its ratio to the first version's."""
+    names = list(runs)
     keys = sorted({k for per in runs.values() for run in per for k in run})
-    out = [f"{'figure':34} {'A median':>10} {'B median':>10} {'B/A':>6}"]
+    out = [f"{'figure':34} " + " ".join(f"{n:>10} {'/' + names[0]:>6}" for n in names)]
     for key in keys:
-        a = statistics.median(r.get(key, 0.0) for r in runs["A"])
-        b = statistics.median(r.get(key, 0.0) for r in runs["B"])
-        out.append(f"{key:34} {a:>10.2f} {b:>10.2f} {b / a if a else float('nan'):>6.2f}")
+        medians = [statistics.median(r.get(key, 0.0) for r in runs[n]) for n in names]
+        first = medians[0]
+        cells = [f"{m:>10.2f} {m / first if first else float('nan'):>6.2f}" for m in medians]
+        out.append(f"{key:34} " + " ".join(cells))
     return out
 
 
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--a", type=Path, required=True)
-    parser.add_argument("--b", type=Path, required=True)
+    parser.add_argument("--tree", action="append", required=True, metavar="NAME=PATH")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     configure_logging("bench", level="WARNING")
-    runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    sheets: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    trees = {name: Path(path) for name, _, path in (t.partition("=") for t in args.tree)}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    sheets: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for round_ in range(1, args.rounds + 1):
-        for name, tree in (("A", args.a), ("B", args.b)):
+        for name, tree in trees.items():
             report = await one(tree.resolve(), args.sessions, args.turns)
             runs[name].append(figures(report))
             sheets[name].append(report.cost.as_json())
