@@ -4,8 +4,10 @@ services as separate processes (as `tavern up` runs them) on a fresh nats-server
 Reports turns/s, p50/p99 turn latency (input published -> its turn/end seen), the peak consumer
 lag of every durable consumer and how long it took to drain after the load, the peak RSS of each
 process, and what was lost or doubled (checked from the outside, as the reliability suite does).
-The raw baseline beside it sends the same traffic with plain nats-py (one input and the turn's
-events appended per turn, no services): the bus cost of the same work.
+Beside them, the per-turn cost sheet (`bench/costsheet.py`): CPU per process, messages and bytes
+per stream and per NATS user, Postgres statements and WAL, consumer lag over time; the JSON
+output keeps it. The raw baseline beside it sends the same traffic with plain nats-py (one
+input and the turn's events appended per turn, no services): the bus cost of the same work.
 
     .venv/bin/python -m bench.run --only load            # 200 sessions x 20 turns
     .venv/bin/python -m bench.run --only load --count load=400 --count load_raw=400
