@@ -4,8 +4,10 @@ services as separate processes (as `tavern up` runs them) on a fresh nats-server
 Reports turns/s, p50/p99 turn latency (input published -> its turn/end seen), the peak consumer
 lag of every durable consumer and how long it took to drain after the load, the peak RSS of each
 process, and what was lost or doubled (checked from the outside, as the reliability suite does).
-The raw baseline beside it sends the same traffic with plain nats-py (one input and the turn's
-events appended per turn, no services): the bus cost of the same work.
+Beside them, the per-turn cost sheet (`bench/costsheet.py`): CPU per process, messages and bytes
+per stream and per NATS user, Postgres statements and WAL, consumer lag over time; the JSON
+output keeps it. The raw baseline beside it sends the same traffic with plain nats-py (one
+input and the turn's events appended per turn, no services): the bus cost of the same work.
 
     .venv/bin/python -m bench.run --only load            # 200 sessions x 20 turns
     .venv/bin/python -m bench.run --only load --count load=400 --count load_raw=400
@@ -24,6 +26,14 @@ from dataclasses import dataclass, field
 
 import nats
 
+from bench.costsheet import (
+    CostSheet,
+    LagPoint,
+    Meter,
+    consumer_services,
+    enable_statement_stats,
+    sheet,
+)
 from bench.registry import Env, Result, baseline, figure
 from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
@@ -64,8 +74,11 @@ def line(session: int, turn: int) -> str:
 class Samples:
     lags: dict[str, int] = field(default_factory=dict)  # peak per consumer
     rss: dict[str, int] = field(default_factory=dict)  # peak per process
+    timeline: list[LagPoint] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
     def add(self, lags: dict[str, int], rss: dict[str, int]) -> None:
+        self.timeline.append(LagPoint(time.monotonic() - self.started, dict(lags)))
         for name, lag in lags.items():
             self.lags[name] = max(self.lags.get(name, 0), lag)
         for name, size in rss.items():
@@ -92,6 +105,8 @@ class LoadReport:
     lost: list[str]
     doubled: list[str]
     problems: list[str]
+    cost: CostSheet
+    """What one turn cost each process, stream and the database (bench/costsheet.py)."""
 
     @property
     def turns_per_s(self) -> float:
@@ -129,7 +144,7 @@ class LoadReport:
             out.append(
                 f"{name:14} {peak:>8.0f} {after:>9.0f} {cpu:>7.1f} {cpu * 1000 / turns:>12.1f}"
             )
-        return out
+        return [*out, "", *self.cost.lines()]
 
 
 def tool_outcomes(events: Iterable[SessionEvent]) -> dict[str, int]:
@@ -177,13 +192,18 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
     await driver.open()
     before = await _probe(driver)
     ids = [f"load-{i}-{new_id()[-8:]}" for i in range(sessions)]
+    meter = Meter(stack)
+    await meter.open()
     samples, stop = Samples(), asyncio.Event()
     sampler = asyncio.create_task(_sample(stack, samples, stop))
-    cpu_before = stack.cpu()
+    counted = await meter.read()
     started = time.perf_counter()
     found = await asyncio.gather(*(_converse(driver, s, i, turns) for i, s in enumerate(ids)))
     seconds = time.perf_counter() - started
-    cpu = {name: used - cpu_before.get(name, 0.0) for name, used in stack.cpu().items()}
+    ended = await meter.read()
+    await meter.close()
+    cpu = {name: used - counted.cpu_s.get(name, 0.0) for name, used in ended.cpu_s.items()}
+    done = sum(len(per) for per in found)
     load_over = time.monotonic()
     lags_after = await quiesce(stack, driver, timeout=DRAIN_TIMEOUT_S)
     drained = time.monotonic() - load_over if all(v == 0 for v in lags_after.values()) else None
@@ -215,6 +235,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
         verdict.lost,
         verdict.doubled,
         verdict.problems,
+        sheet(counted, ended, done, samples.timeline, consumer_services()),
     )
 
 
@@ -231,6 +252,7 @@ async def load(env: Env, n: int) -> Result:
     sessions, turns = shape(n)
     stack = Stack(proxied=False, env={"TAVERN_LOG_LEVEL": "ERROR"})
     try:
+        await enable_statement_stats(stack)
         await stack.start()
         report = await run_load(stack, sessions, turns)
     finally:
@@ -241,7 +263,12 @@ async def load(env: Env, n: int) -> Result:
         print(f"    {text}", flush=True)
     if report.lost or report.doubled or report.problems:
         print(f"    LOST {report.lost[:5]} DOUBLED {report.doubled[:5]} {report.problems[:5]}")
-    return Result(len(report.latencies_ms), report.seconds, tuple(report.latencies_ms))
+    return Result(
+        len(report.latencies_ms),
+        report.seconds,
+        tuple(report.latencies_ms),
+        {"cost_sheet": report.cost.as_json()},
+    )
 
 
 @baseline(

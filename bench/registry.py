@@ -37,6 +37,8 @@ class Result:
     count: int
     seconds: float
     latencies_ms: tuple[float, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Whatever else the bench measured (the load's cost sheet), kept in the JSON output."""
 
     @property
     def rate(self) -> float:

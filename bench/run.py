@@ -199,6 +199,7 @@ def _row_json(row: Row, by_key: dict[str, Row]) -> dict[str, Any]:
         "ratio": round(found[0], 3) if found else None,
         "goal": row.bench.goal,
         "verdict": verdict(row, found) or None,
+        "extra": [r.extra for r in row.results if r.extra],
     }
 
 

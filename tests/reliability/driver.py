@@ -35,6 +35,11 @@ POLL_FIRST_S = 2.0
 POLL_MAX_S = 10.0
 """Log polls back off from the first to the longest pause: a missed core message is rare (NATS
 restarts), and hundreds of waiters polling often would load the system under test."""
+QUIET_POLL_S = 20.0
+"""While the connection stayed up, the core subscription heard every turn boundary: a wait
+reads the log only after this long without hearing its turn end (a slow subscriber may still
+drop a message). Under a load of 200 sessions, polls every 2 s sent the server more session
+log reads than the turns themselves cost it."""
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Sent:
     ended_at: float | None = None
     outcome: str | None = None
     attempts: int = 0
+    reconnects: int = 0
+    """The connection's reconnects when it was sent: more later means a boundary may be missed."""
 
     @property
     def latency_s(self) -> float | None:
@@ -133,6 +140,7 @@ class Driver:
         """Publish until acknowledged: the input id is the Nats-Msg-Id, so a retry after an
         unknown outcome never submits twice."""
         sent = Sent(command.session_id, command.input_id, text, kind, time.monotonic())
+        sent.reconnects = self.nc.stats["reconnects"]
         if track:
             self._by_id[sent.input_id] = sent
             self._ended[sent.input_id] = asyncio.Event()
@@ -162,13 +170,18 @@ class Driver:
             left = give_up - time.monotonic()
             if left <= 0:
                 return False
+            slot = pause if self._may_have_missed(sent) else QUIET_POLL_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), min(pause, left))
-            if sent.ended_at is None:
+                await asyncio.wait_for(event.wait(), min(slot, left))
+            if sent.ended_at is None and self._may_have_missed(sent):
                 with contextlib.suppress(Exception):
                     await self._poll(sent)
                 pause = min(pause * 2, POLL_MAX_S)
         return True
+
+    def _may_have_missed(self, sent: Sent) -> bool:
+        reconnected = self.nc.stats["reconnects"] != sent.reconnects
+        return reconnected or time.monotonic() - sent.sent_at >= QUIET_POLL_S
 
     async def _poll(self, sent: Sent) -> None:
         """Read the log: did a turn claim this input, and did that turn end?"""

@@ -49,6 +49,9 @@ class ConsolidatorSettings(TavernSettings):
     consolidator_poll_s: float = Field(
         default=30.0, gt=0, description="how often scopes are re-checked without new facts"
     )
+    consolidator_coalesce_s: float = Field(
+        default=1.0, ge=0, le=60, description="how long a woken scope waits for more wakes"
+    )
     consolidator_consumer_batch: int = Field(default=256, ge=1, le=1000)
     consolidator_consumer_wait_s: float = Field(default=0.5, gt=0, le=10)
     # rules feedback channel (acp.md §18)

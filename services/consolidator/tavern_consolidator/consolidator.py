@@ -139,7 +139,9 @@ class Consolidator:
         self.dreaming = Dreaming(self.pool, settings.consolidator_dream_archive_days, utc_now)
         self.profiles = Profiles(self.pool)
         jobs = {"distil": self._distil, "rules": self.feedback.draft, "views": self._views}
-        self.scheduler = Scheduler(jobs, self._sweep, settings.consolidator_poll_s)
+        self.scheduler = Scheduler(
+            jobs, self._sweep, settings.consolidator_poll_s, settings.consolidator_coalesce_s
+        )
         batch, wait = settings.consolidator_consumer_batch, settings.consolidator_consumer_wait_s
         self.consumers = (
             BatchConsumer(

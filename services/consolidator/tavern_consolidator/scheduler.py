@@ -1,12 +1,14 @@
 """The background worker: runs scope jobs (`distil`, `rules`) one at a time, off every turn's
 path. Intake wakes scopes; a periodic sweep finds failed, capped or half-done ones again (and all
-scopes once after a start). Stopping cancels the job in hand after the grace period: an
-unfinished batch leaves its watermark where it was."""
+scopes once after a start). A woken scope's job waits `coalesce_s` from its first wake, so the
+wakes of one turn (its evidence, its end, from two consumers) run the job once. Stopping cancels
+the job in hand after the grace period: an unfinished batch leaves its watermark where it was."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -19,16 +21,22 @@ Sweep = Callable[[bool], Awaitable[list[str]]]
 
 
 class Scheduler:
-    def __init__(self, jobs: Mapping[str, Job], sweep: Sweep, poll_s: float) -> None:
+    def __init__(
+        self, jobs: Mapping[str, Job], sweep: Sweep, poll_s: float, coalesce_s: float = 0.0
+    ) -> None:
         self._jobs, self._sweep, self._poll = jobs, sweep, poll_s
-        self._pending: dict[tuple[str, str], None] = {}
+        self._coalesce = coalesce_s
+        self._pending: dict[tuple[str, str], float] = {}
+        """(job, scope) -> when it is due: its first wake plus `coalesce_s` (a later wake of a
+        pending job does not postpone it)."""
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def wake(self, job: str, scopes: Iterable[str]) -> None:
+        due = time.monotonic() + self._coalesce
         for scope in scopes:
-            self._pending[(job, scope)] = None
+            self._pending.setdefault((job, scope), due)
         if self._pending:
             self._wake.set()
 
@@ -68,7 +76,12 @@ class Scheduler:
 
     async def _drain(self) -> None:
         while self._pending and not self._stopping.is_set():
-            job, scope = next(iter(self._pending))
+            (job, scope), due = next(iter(self._pending.items()))  # the first woken is due first
+            wait = due - time.monotonic()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), wait)
+                continue
             del self._pending[(job, scope)]
             await self._run(job, scope)
 

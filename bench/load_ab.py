@@ -1,0 +1,99 @@
+"""Versions of the services under the same load, interleaved: A, B, A, B, ... each on a fresh
+stack, so a noisy shared machine loads them alike. Prints each run's rate, latency and per-turn
+cost, and every figure's median with its ratio to the first version's.
+
+    git archive <commit> libs services | tar -x -C /tmp/a
+    .venv/bin/python -m bench.load_ab --tree A=/tmp/a --tree B=. --rounds 3 --sessions 50
+
+A version is a tree with `libs/*` and `services/*`: its packages go first on the services'
+PYTHONPATH (ahead of the editable installs of the virtualenv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.costsheet import enable_statement_stats
+from bench.load import LoadReport, run_load
+from tavern_runtime.logs import configure_logging
+from tests.reliability.stack import Stack
+
+
+def python_path(tree: Path) -> str:
+    roots = sorted(str(p) for p in (*tree.glob("libs/*"), *tree.glob("services/*")) if p.is_dir())
+    return os.pathsep.join(roots)
+
+
+async def one(tree: Path, sessions: int, turns: int) -> LoadReport:
+    stack = Stack(proxied=False, env={"TAVERN_LOG_LEVEL": "ERROR", "PYTHONPATH": python_path(tree)})
+    try:
+        await enable_statement_stats(stack)
+        await stack.start()
+        return await run_load(stack, sessions, turns)
+    finally:
+        await stack.close()
+        stack.remove()
+
+
+def figures(report: LoadReport) -> dict[str, float]:
+    cost = report.cost
+    found = {
+        "turns/s": report.turns_per_s,
+        "p50 ms": report.percentile(50),
+        "p99 ms": report.percentile(99),
+        "cpu ms/turn all": cost.cpu_total_ms,
+    }
+    found |= {f"cpu ms/turn {k}": v for k, v in cost.cpu_ms.items()}
+    found |= {f"pg {k}/turn": v for k, v in cost.database.items()}
+    found |= {f"statements/turn {k}": v for k, v in (cost.statements or {}).items()}
+    found["lost+doubled"] = len(report.lost) + len(report.doubled) + len(report.problems)
+    return found
+
+
+def summary(runs: dict[str, list[dict[str, float]]]) -> list[str]:
+    """Each figure's median per version, and its ratio to the first version's."""
+    names = list(runs)
+    keys = sorted({k for per in runs.values() for run in per for k in run})
+    out = [f"{'figure':34} " + " ".join(f"{n:>10} {'/' + names[0]:>6}" for n in names)]
+    for key in keys:
+        medians = [statistics.median(r.get(key, 0.0) for r in runs[n]) for n in names]
+        first = medians[0]
+        cells = [f"{m:>10.2f} {m / first if first else float('nan'):>6.2f}" for m in medians]
+        out.append(f"{key:34} " + " ".join(cells))
+    return out
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", action="append", required=True, metavar="NAME=PATH")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    configure_logging("bench", level="WARNING")
+    trees = {name: Path(path) for name, _, path in (t.partition("=") for t in args.tree)}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    sheets: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for round_ in range(1, args.rounds + 1):
+        for name, tree in trees.items():
+            report = await one(tree.resolve(), args.sessions, args.turns)
+            runs[name].append(figures(report))
+            sheets[name].append(report.cost.as_json())
+            print(f"round {round_} {name}: " + "; ".join(report.lines()[:2]), flush=True)
+            print("\n".join(report.cost.lines()[:12]), flush=True)
+    print("\n".join(summary(runs)))
+    if args.json:
+        args.json.write_text(json.dumps({"runs": runs, "sheets": sheets}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

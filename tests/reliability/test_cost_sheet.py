@@ -1,0 +1,51 @@
+"""The load's per-turn cost sheet on a tiny load through real servers: every process, stream
+and database counter it reports was measured, none left at zero."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.costsheet import enable_statement_stats
+from bench.load import run_load
+from tests.reliability.stack import SERVICES, Stack
+
+pytestmark = [pytest.mark.e2e]
+
+SESSIONS, TURNS = 3, 4
+
+
+async def test_cost_sheet_measures_every_process_stream_and_the_database() -> None:
+    stack = Stack(proxied=False)
+    try:
+        await enable_statement_stats(stack)
+        await stack.start()
+        report = await run_load(stack, SESSIONS, TURNS)
+    except BaseException:
+        print(stack.tails())
+        raise
+    finally:
+        await stack.close()
+        stack.remove()
+    cost = report.cost
+
+    assert cost.turns == SESSIONS * TURNS
+    assert set(cost.cpu_ms) == {*SERVICES, "nats-server", "postgres"}
+    assert all(ms > 0 for ms in cost.cpu_ms.values()), cost.cpu_ms
+    assert cost.streams["SESSIONS"][0] >= 10, cost.streams  # a turn appends a dozen events
+    assert cost.streams["INPUTS"] == (1.0, pytest.approx(cost.streams["INPUTS"][1]))
+    assert cost.streams["INPUTS"][1] > 0
+    assert cost.bus["in_msgs"] > cost.streams["SESSIONS"][0]  # RPCs and acks ride the bus too
+    assert all(cost.clients[name]["out_msgs"] > 0 for name in SERVICES), cost.clients
+    assert cost.database["xact_commit"] > 0
+    assert cost.database["wal_sync"] > 0
+    assert cost.database["wal_bytes"] > 0
+    assert cost.statements is not None
+    assert cost.statements.get("ledger", 0) > 0
+    assert cost.statements.get("projector", 0) > 0
+    lagged = {name for point in cost.lags for name in point.lags}
+    assert lagged == set(cost.consumers)
+    assert set(cost.consumers.values()) <= set(SERVICES)
+    json.dumps(cost.as_json())  # kept in the bench's JSON output
+    assert any(line.startswith("cost per turn") for line in report.lines())
