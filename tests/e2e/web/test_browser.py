@@ -296,7 +296,8 @@ async def test_the_owner_approves_a_rule_draft_and_replays_a_projection(
         draft = drafts.get_by_role("row", name=re.compile("greet me with the weather"))
         for _ in range(60):
             await page.goto(f"{base}/manage?session={Journey.session_id}")
-            await page.get_by_text(re.compile(r"rule drafts waiting\.$")).wait_for()
+            status = page.get_by_role("status").filter(has_text="rule drafts waiting.")
+            await status.wait_for()
             if await draft.count():
                 break
             await asyncio.sleep(1)

@@ -3,14 +3,17 @@ owner starts one with two characters, and each reply shows its speaker's name an
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tavern_events import subjects
 from tests.e2e.web.conftest import shot
 from tests.reliability.stack import Stack
+from tests.support import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -40,6 +43,8 @@ async def _group_chat(stack: Stack, page: Any) -> None:
     for card, name in (("v2_mira.png", "Mira"), ("v3_suqing.png", "苏青")):
         await page.get_by_label("Card, lorebook or persona file").set_input_files(str(CARDS / card))
         await page.get_by_text(f"Imported character {name}.").wait_for()
+    for name in MEMBERS:  # the gallery is the gateway's; the loop names speakers by the projector's
+        await eventually(lambda name=name: _projected(stack, name), timeout=60, interval=0.5)
 
     # Two members picked: the chat is a group (each member opens it with its greeting).
     for name in MEMBERS:
@@ -91,3 +96,11 @@ async def _send(page: Any, text: str) -> Any:
     turn = page.locator("#log li.turn[data-outcome]").nth(turns)
     await turn.wait_for(timeout=REPLY_S)
     return turn
+
+
+async def _projected(stack: Stack, name: str) -> bool:
+    """Whether the projector has the card the gateway says was imported (its assets lag)."""
+    assert stack.nc is not None
+    body = json.dumps({"character": name, "fields": ["name"]}).encode()
+    reply = await stack.nc.request(subjects.rpc("projector", "character.get"), body, timeout=5)
+    return json.loads(reply.data).get("name") == name

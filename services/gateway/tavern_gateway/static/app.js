@@ -232,7 +232,9 @@ function stepBox(ev) {
 }
 
 function bubble(ev, role) {
-  const key = `${ev.turn}.${ev.step}.${role}`;
+  // A group chat's greetings share their turn and step: each member's is a bubble of its own.
+  const who = ev.form === "greeting" && ev.actor_id ? `.${ev.actor_id}` : "";
+  const key = `${ev.turn}.${ev.step}.${role}${who}`;
   let node = chat.bubbles.get(key);
   if (!node) {
     node = el("div", { class: `msg ${role}`, "data-role": role });
@@ -285,6 +287,11 @@ function onEvent(ev) {
       break;
     }
     case "assistant/message": {
+      // The log's greeting replaces the one drawn from the gallery while the log was loading.
+      if (ev.form === "greeting") {
+        chat.loggedGreeting = true;
+        if ($("#greeting")) $("#greeting").remove();
+      }
       if (!p.content && !(chat.bubbles.get(`${ev.turn}.${ev.step}.assistant`))) break;
       const node = bubble(ev, "assistant");
       node.raw = p.content || node.raw;
@@ -340,7 +347,7 @@ async function greeting(characterIds) {
     if (!cards.length) return;
     if (!chat.binding || !chat.binding.group) $("#chat-title").textContent = `Chat with ${cards[0].name}`;
     const said = cards.filter((c) => c.greeting).map((c) => el("div", { class: "msg assistant greeting-msg" }, el("div", { class: "who", text: c.name }), el("div", { class: "text", html: markdown(c.greeting) })));
-    if (said.length) $("#log").prepend(el("li", { id: "greeting", class: "turn" }, ...said));
+    if (said.length && !chat.loggedGreeting) $("#log").prepend(el("li", { id: "greeting", class: "turn" }, ...said));
   } catch (e) { /* shown */ }
 }
 
