@@ -32,7 +32,10 @@ async def test_cost_sheet_measures_every_process_stream_and_the_database() -> No
 
     assert cost.turns == SESSIONS * TURNS
     assert set(cost.cpu_ms) == {*SERVICES, "nats-server", "postgres"}
-    assert all(ms > 0 for ms in cost.cpu_ms.values()), cost.cpu_ms
+    # /proc counts CPU in 10 ms ticks: a process that did little in this tiny load (the
+    # consolidator coalesces its wakes) may read 0; the ones every turn passes through may not.
+    assert all(cost.cpu_ms[name] > 0 for name in ("loop", "ledger", "projector", "nats-server"))
+    assert all(ms >= 0 for ms in cost.cpu_ms.values()), cost.cpu_ms
     assert cost.streams["SESSIONS"][0] >= 10, cost.streams  # a turn appends a dozen events
     assert cost.streams["INPUTS"] == (1.0, pytest.approx(cost.streams["INPUTS"][1]))
     assert cost.streams["INPUTS"][1] > 0
