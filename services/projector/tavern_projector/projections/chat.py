@@ -104,14 +104,22 @@ class ChatProjection(Projection):
         if session_id in self.skipped:
             return
         try:
-            async with conn.transaction():  # a savepoint: one failed chat leaves the batch usable
-                cached = await self._state(conn, target, events[0])
-                for event in events:
-                    chat.apply(cached.state, event, self.tz)
-                cached.dirty = True
+            cached = self._cached(target, session_id)
+            if cached is None:
+                async with conn.transaction():  # a savepoint: a failed load leaves the batch usable
+                    cached = await self._state(conn, target, events[0])
+                    self._fold(cached, events)
+            else:  # no statement runs: a failure here leaves the transaction usable as it is
+                self.cache.move_to_end(session_id)
+                self._fold(cached, events)
         except Exception as exc:
             log.error("chat_projection_failed", session_id=session_id, error=repr(exc))
             await self._mark(conn, target, session_id, events[0].seq, repr(exc))
+
+    def _fold(self, cached: Cached, events: list[SessionEvent]) -> None:
+        for event in events:
+            chat.apply(cached.state, event, self.tz)
+        cached.dirty = True
 
     async def finish(self, conn: Conn, target: Target) -> None:
         """Write every changed chat, then its row (inside the batch's transaction)."""
@@ -161,13 +169,18 @@ class ChatProjection(Projection):
             else:
                 self.skipped.discard(row["session_id"])
 
-    async def _state(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
-        session_id = first.session_id
+    def _cached(self, target: Target, session_id: str) -> Cached | None:
+        """The cached chat, unless its file was changed outside since (then it is dropped)."""
         cached = self.cache.get(session_id)
         if cached is not None and self._edited_outside(target, cached):
             log.warning("chat_edited_outside", session_id=session_id)
             del self.cache[session_id]
             cached = None
+        return cached
+
+    async def _state(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
+        session_id = first.session_id
+        cached = self._cached(target, session_id)
         if cached is None:
             cached = await self.load(conn, target, session_id) or await self._create(
                 conn, target, first
