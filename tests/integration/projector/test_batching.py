@@ -7,13 +7,23 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from nats.aio.msg import Msg
 
+from tavern_events.ids import new_id
+from tavern_events.message import (
+    AssistantMessage,
+    AssistantMessagePayload,
+    UserMessage,
+    UserMessagePayload,
+)
+from tavern_events.request import AgentRequest, AgentRequestPayload
 from tavern_events.streams import SESSIONS
 from tavern_projector import catalog
 from tavern_projector.chatfiles import ChatFiles
+from tavern_projector.chatfiles import revision as file_revision
 from tavern_projector.consumer import PullLoop
 from tavern_projector.core import options_of
 from tavern_projector.framework import Entry
@@ -169,3 +179,37 @@ async def test_one_batch_leaves_what_event_by_event_application_leaves(
         await project(p, entries, size=size)
         assert await tables(p) == one_by_one, size
         assert files(p.chats) == one_by_one_files, size
+
+
+async def test_an_event_that_changes_only_the_row_leaves_the_file_unwritten(
+    projector: Projector,
+) -> None:
+    p = projector
+    await p.create_session("r1")
+    now = datetime.now(UTC)
+    common: dict[str, Any] = {"session_id": "r1", "ts": now, "turn": 1, "step": 1}
+    said = UserMessage(id=new_id(), source="user", payload=UserMessagePayload(text="Hi"), **common)
+    await p.append("r1", said)
+    await p.caught_up("chat")
+    row = await p.chat_row("r1")
+    assert row["message_count"] == 1
+    path = p.chat_file(row["chat_key"])
+    before = path.stat()
+
+    payload = AgentRequestPayload(provider="p", model="m", message_count=1, token_estimate=1)
+    await p.append("r1", AgentRequest(id=new_id(), payload=payload, **common))
+    await p.caught_up("chat")
+    after, requested = path.stat(), await p.chat_row("r1")
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert row["gen_started"] is None
+    assert requested["gen_started"] is not None  # the row took the event
+    assert requested["revision"] == row["revision"]
+
+    reply = AssistantMessagePayload(content="Hello.", provider="offline", model="m")
+    await p.append("r1", AssistantMessage(id=new_id(), payload=reply, **common))
+    await p.caught_up("chat")
+    replied, answered = path.stat(), await p.chat_row("r1")
+    assert replied.st_ino != after.st_ino  # rewritten (a new file renamed into place)
+    assert answered["gen_started"] is None
+    assert answered["message_count"] == 2
+    assert answered["revision"] == file_revision(path.read_bytes())
