@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import fields
-from datetime import datetime
 from typing import Any, ClassVar
 
 from tavern_events.streams import SESSIONS
 from tavern_projector.domain.sessions import OUTCOMES, SessionSummary, apply
-from tavern_projector.framework import Conn, Entry, Projection, Target
+from tavern_projector.framework import Conn, Entry, Projection, Target, rows_json
 
 FILTERS = (
     "tavern.session.*.session.>",
@@ -66,11 +64,5 @@ class SessionsProjection(Projection):
             f"""INSERT INTO {table} ({names})
                 SELECT {names} FROM jsonb_populate_recordset(NULL::{table}, $1::jsonb)
                 ON CONFLICT (session_id) DO UPDATE SET {updates}""",
-            json.dumps(rows, default=_iso),
+            rows_json(rows),
         )
-
-
-def _iso(value: object) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON")
