@@ -30,7 +30,7 @@ class ProjectorSettings(TavernSettings):
     )
     projector_batch_size: int = Field(default=256, ge=1, le=4096)
     projector_gather_s: float = Field(
-        default=0.05,
+        default=0.1,
         ge=0,
         le=1,
         description="how long a batch gathers after its first event (a turn's events go in one)",
