@@ -29,8 +29,11 @@ class ProjectorSettings(TavernSettings):
         default="User", description="user name when a session names no persona"
     )
     projector_batch_size: int = Field(default=256, ge=1, le=4096)
-    projector_fetch_timeout_s: float = Field(
-        default=0.2, gt=0, le=10, description="longest wait for a batch to fill"
+    projector_gather_s: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="how long a batch gathers after its first event (a turn's events go in one)",
     )
     projector_rebuild_on_start: bool = Field(
         default=True, description="rebuild projections whose stored version is outdated"

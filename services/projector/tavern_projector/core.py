@@ -53,7 +53,7 @@ class Core:
     def consume(self, runner: LiveRunner) -> None:
         """Feed `runner` from its projection's durable consumer, in order, once started."""
         spec = catalog.consumer(runner.projection)
-        batch, gather = self.settings.projector_batch_size, self.settings.projector_fetch_timeout_s
+        batch, gather = self.settings.projector_batch_size, self.settings.projector_gather_s
         self.loops.append(PullLoop(runner, spec, self.js, batch=batch, gather_s=gather))
 
     async def start_consumers(self) -> None:

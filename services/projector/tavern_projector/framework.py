@@ -9,6 +9,7 @@ differs, the projection is rebuilt from its stream before it consumes again.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -169,6 +170,18 @@ class Projection:
 
     async def after_swap(self, shadow: Target) -> None:
         """After a swap committed (file projections move directories here)."""
+
+
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as a JSON array, for one `INSERT ... SELECT FROM jsonb_populate_recordset(NULL::
+    <table>, $1::jsonb)`: the table's row type reads each column (times in ISO 8601)."""
+    return json.dumps(rows, default=_iso)
+
+
+def _iso(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 # --- checkpoints and locks ------------------------------------------------------------------------

@@ -146,7 +146,6 @@ def settings_for(
         shutdown_grace_s=3,
         log_format="console",
         log_level="WARNING",
-        projector_fetch_timeout_s=0.1,
         **extra,
     )
 

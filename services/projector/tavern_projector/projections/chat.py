@@ -104,32 +104,47 @@ class ChatProjection(Projection):
         if session_id in self.skipped:
             return
         try:
-            async with conn.transaction():  # a savepoint: one failed chat leaves the batch usable
-                cached = await self._state(conn, target, events[0])
-                for event in events:
-                    chat.apply(cached.state, event, self.tz)
-                cached.dirty = True
+            cached = self._cached(target, session_id)
+            if cached is None:
+                async with conn.transaction():  # a savepoint: a failed load leaves the batch usable
+                    cached = await self._state(conn, target, events[0])
+                    self._fold(cached, events)
+            else:  # no statement runs: a failure here leaves the transaction usable as it is
+                self.cache.move_to_end(session_id)
+                self._fold(cached, events)
         except Exception as exc:
             log.error("chat_projection_failed", session_id=session_id, error=repr(exc))
             await self._mark(conn, target, session_id, events[0].seq, repr(exc))
+
+    def _fold(self, cached: Cached, events: list[SessionEvent]) -> None:
+        for event in events:
+            chat.apply(cached.state, event, self.tz)
+        cached.dirty = True
 
     async def finish(self, conn: Conn, target: Target) -> None:
         """Write every changed chat, then its row (inside the batch's transaction)."""
         files = ChatFiles(target.chats_dir, durable=not target.shadow)
         dirty = [(sid, cached) for sid, cached in self.cache.items() if cached.dirty]
         rendered = [(cached.state.binding.key, cached.state.render()) for _, cached in dirty]
-        written = await files.write_all(rendered)
-        for (session_id, cached), revision in zip(dirty, written, strict=True):
+        pairs = zip(dirty, rendered, strict=True)
+        same = [_unchanged(files, cached, data) for (_, cached), (_, data) in pairs]
+        changed = [r for r, unchanged in zip(rendered, same, strict=True) if not unchanged]
+        written = iter(await files.write_all(changed))
+        saved: list[Cached] = []
+        for (session_id, cached), unchanged in zip(dirty, same, strict=True):
+            revision = cached.revision if unchanged else next(written)
             if isinstance(revision, OSError):  # this chat waits for repair; the others go on
                 log.error("chat_write_failed", session_id=session_id, error=repr(revision))
                 await self._mark(conn, target, session_id, cached.state.last_seq, repr(revision))
                 continue
             cached.revision, cached.dirty = revision, False
-            cached.stat = files.stat(cached.state.binding.key)
+            if not unchanged:
+                cached.stat = files.stat(cached.state.binding.key)
             if cached.state.moved_from is not None:  # an import renamed the chat's folder
                 files.remove(cached.state.moved_from)
                 cached.state.moved_from = None
-            await save_row(conn, target, cached)
+            saved.append(cached)
+        await save_rows(conn, target, saved)
         groups = {c.state.binding.group_file for _, c in dirty if c.state.binding.group_file}
         for group_id in sorted(groups):
             await write_definition(conn, target, group_id)
@@ -161,13 +176,18 @@ class ChatProjection(Projection):
             else:
                 self.skipped.discard(row["session_id"])
 
-    async def _state(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
-        session_id = first.session_id
+    def _cached(self, target: Target, session_id: str) -> Cached | None:
+        """The cached chat, unless its file was changed outside since (then it is dropped)."""
         cached = self.cache.get(session_id)
         if cached is not None and self._edited_outside(target, cached):
             log.warning("chat_edited_outside", session_id=session_id)
             del self.cache[session_id]
             cached = None
+        return cached
+
+    async def _state(self, conn: Conn, target: Target, first: SessionEvent) -> Cached:
+        session_id = first.session_id
+        cached = self._cached(target, session_id)
         if cached is None:
             cached = await self.load(conn, target, session_id) or await self._create(
                 conn, target, first
@@ -360,24 +380,43 @@ async def write_definition(conn: Conn, target: Target, group_id: str) -> None:
     ChatFiles(target.chats_dir, durable=not target.shadow).write_path(path, groupdef.render(found))
 
 
-async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
+def _unchanged(files: ChatFiles, cached: Cached, data: bytes) -> bool:
+    """Whether the file already holds `data` as written here last (an event that changes only
+    the row, such as a generation starting): then it is not rewritten."""
+    return (
+        cached.revision is not None
+        and cached.stat is not None
+        and cached.state.moved_from is None
+        and file_revision(data) == cached.revision
+        and files.stat(cached.state.binding.key) == cached.stat
+    )
+
+
+ROW_TYPES = (
+    ("session_id", "text"),
+    ("chat_key", "text"),
+    ("chat_id", "text"),
+    ("character", "text"),
+    ("user_name", "text"),
+    ("architecture", "text"),
+    ("context_mode", "text"),
+    ("parent_session_id", "text"),
+    ("forked_at_seq", "integer"),
+    ("created_at", "timestamptz"),
+    ("message_count", "integer"),
+    ("last_seq", "integer"),
+    ("gen_started", "timestamptz"),
+    ("revision", "text"),
+    ("edited", "boolean"),
+    ("group_id", "text"),
+    ("group_binding", "text"),
+    ("chat_header", "text"),
+)
+
+
+def row_values(cached: Cached) -> tuple[Any, ...]:
     state, b = cached.state, cached.state.binding
-    await conn.execute(
-        f"""INSERT INTO {target.table("chats")} (session_id, chat_key, chat_id, character,
-               user_name, architecture, context_mode, parent_session_id, forked_at_seq,
-               created_at, message_count, last_seq, gen_started, revision, status, updated_at,
-               edited_outside_at, group_id, group_binding, chat_header)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'ok', now(),
-               CASE WHEN $15 THEN now() END, $16, $17::jsonb, $18::jsonb)
-            ON CONFLICT (session_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,
-               character = EXCLUDED.character, user_name = EXCLUDED.user_name,
-               architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
-               message_count = EXCLUDED.message_count, last_seq = EXCLUDED.last_seq,
-               gen_started = EXCLUDED.gen_started, revision = EXCLUDED.revision,
-               updated_at = now(), group_id = EXCLUDED.group_id,
-               group_binding = EXCLUDED.group_binding, chat_header = EXCLUDED.chat_header,
-               edited_outside_at = COALESCE(EXCLUDED.edited_outside_at,
-                                            {target.table("chats")}.edited_outside_at)""",
+    return (
         b.session_id,
         b.key,
         b.chat_id,
@@ -397,7 +436,42 @@ async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
         b.group.model_dump_json() if b.group else None,
         json.dumps(state.header) if b.group else None,
     )
-    cached.edited_outside = False
+
+
+async def save_row(conn: Conn, target: Target, cached: Cached) -> None:
+    await save_rows(conn, target, [cached])
+
+
+async def save_rows(conn: Conn, target: Target, saved: Sequence[Cached]) -> None:
+    """The rows of these chats (one each), in one statement."""
+    if not saved:
+        return
+    columns = [list(c) for c in zip(*(row_values(cached) for cached in saved), strict=True)]
+    arrays = ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(ROW_TYPES, 1))
+    names = ", ".join(name for name, _ in ROW_TYPES)
+    await conn.execute(
+        f"""INSERT INTO {target.table("chats")} (session_id, chat_key, chat_id, character,
+               user_name, architecture, context_mode, parent_session_id, forked_at_seq,
+               created_at, message_count, last_seq, gen_started, revision, status, updated_at,
+               edited_outside_at, group_id, group_binding, chat_header)
+            SELECT session_id, chat_key, chat_id, character, user_name, architecture,
+               context_mode, parent_session_id, forked_at_seq, created_at, message_count,
+               last_seq, gen_started, revision, 'ok', now(), CASE WHEN edited THEN now() END,
+               group_id, group_binding::jsonb, chat_header::jsonb
+            FROM unnest({arrays}) AS r({names})
+            ON CONFLICT (session_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,
+               character = EXCLUDED.character, user_name = EXCLUDED.user_name,
+               architecture = EXCLUDED.architecture, context_mode = EXCLUDED.context_mode,
+               message_count = EXCLUDED.message_count, last_seq = EXCLUDED.last_seq,
+               gen_started = EXCLUDED.gen_started, revision = EXCLUDED.revision,
+               updated_at = now(), group_id = EXCLUDED.group_id,
+               group_binding = EXCLUDED.group_binding, chat_header = EXCLUDED.chat_header,
+               edited_outside_at = COALESCE(EXCLUDED.edited_outside_at,
+                                            {target.table("chats")}.edited_outside_at)""",
+        *columns,
+    )
+    for cached in saved:
+        cached.edited_outside = False
 
 
 async def mark_needs_repair(conn: Conn, table: str, session_id: str, seq: int, error: str) -> None:

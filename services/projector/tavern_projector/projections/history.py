@@ -11,7 +11,7 @@ from tavern_events.envelope import SessionEvent
 from tavern_events.message import UserMessage
 from tavern_events.streams import SESSIONS
 from tavern_projector.domain import chat, text
-from tavern_projector.framework import Conn, Entry, Projection, Target, lock_redactions
+from tavern_projector.framework import Conn, Entry, Projection, Target, lock_redactions, rows_json
 
 MESSAGE_FILTERS = (
     "tavern.session.*.user.message",
@@ -19,6 +19,19 @@ MESSAGE_FILTERS = (
 )
 
 Row = tuple[str, int, int, str, bool, str | None, object, str, list[str], bool]
+NAMES = (
+    "session_id",
+    "seq",
+    "stream_seq",
+    "message_id",
+    "is_user",
+    "name",
+    "ts",
+    "text",
+    "tokens",
+    "redacted",
+)
+COLUMNS = ", ".join(NAMES)
 INDEX_CHARS_MAX = 64_000
 """Only this much of a message is tokenised (twice the loop's input cap): tokenising is pure
 Python on the projector's event loop, and a 2 MB message would stall every projection."""
@@ -63,12 +76,14 @@ class HistoryProjection(Projection):
             for e, ev in events
             if (row := row_of(e, ev, (ev.session_id, ev.seq) in redacted)) is not None
         ]
-        await conn.executemany(
-            f"""INSERT INTO {target.table("history")} (session_id, seq, stream_seq, message_id,
-                   is_user, name, ts, text, tokens, redacted)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        if not rows:
+            return
+        table = target.table("history")  # every row in one statement, read by the row type
+        await conn.execute(
+            f"""INSERT INTO {table} ({COLUMNS})
+                SELECT {COLUMNS} FROM jsonb_populate_recordset(NULL::{table}, $1::jsonb)
                 ON CONFLICT (session_id, seq) DO NOTHING""",
-            rows,
+            rows_json([dict(zip(NAMES, row, strict=True)) for row in rows]),
         )
 
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from tavern_events.streams import SESSIONS
 from tavern_projector.domain.sessions import OUTCOMES, SessionSummary, apply
-from tavern_projector.framework import Conn, Entry, Projection, Target
+from tavern_projector.framework import Conn, Entry, Projection, Target, rows_json
 
 FILTERS = (
     "tavern.session.*.session.>",
@@ -56,11 +56,13 @@ class SessionsProjection(Projection):
         return {r["session_id"]: summary_of(r) for r in rows}
 
     async def _save(self, conn: Conn, table: str, states: list[SessionSummary]) -> None:
-        names = COLUMNS
-        marks = ", ".join(f"${i}" for i in range(1, len(names) + 1))
-        updates = ", ".join(f"{n} = EXCLUDED.{n}" for n in names if n != "session_id")
-        await conn.executemany(
-            f"""INSERT INTO {table} ({", ".join(names)}) VALUES ({marks})
+        """Every session's row in one statement (the table's own row type reads the JSON)."""
+        names = ", ".join(COLUMNS)
+        updates = ", ".join(f"{n} = EXCLUDED.{n}" for n in COLUMNS if n != "session_id")
+        rows = [dict(zip(COLUMNS, values_of(s), strict=True)) for s in states]
+        await conn.execute(
+            f"""INSERT INTO {table} ({names})
+                SELECT {names} FROM jsonb_populate_recordset(NULL::{table}, $1::jsonb)
                 ON CONFLICT (session_id) DO UPDATE SET {updates}""",
-            [values_of(s) for s in states],
+            rows_json(rows),
         )
