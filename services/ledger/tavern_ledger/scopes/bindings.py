@@ -33,14 +33,6 @@ UPDATE ledger.session_binding
 SET architecture = $2, context_mode = $3, updated_seq = $4, updated_at = now()
 WHERE session_id = $1 AND updated_seq < $4
 """
-_CLOSE_TURN = """
-INSERT INTO ledger.turn_closed (session_id, last_ended_turn) VALUES ($1, $2)
-ON CONFLICT (session_id) DO UPDATE
-SET last_ended_turn = GREATEST(ledger.turn_closed.last_ended_turn, EXCLUDED.last_ended_turn)
-"""
-_DROP_TURNS = """
-DELETE FROM ledger.variable_scope WHERE scope = 'turn' AND scope_id = $1 AND turn <= $2
-"""
 
 
 async def apply(conn: Conn, effect: Effect) -> Applied:
@@ -88,16 +80,20 @@ async def _change_mode(conn: Conn, change: ModeChange) -> Applied:
 
 
 async def close_turn(conn: Conn, closed: TurnClosed) -> Applied:
-    """Record the turn's end and drop its turn-scope variables (and any earlier turn's)."""
-    async with conn.transaction():
-        await lock_turns(conn, closed.session_id)
-        await conn.execute(_CLOSE_TURN, closed.session_id, closed.turn)
-        await conn.execute(_DROP_TURNS, closed.session_id, closed.turn)
+    """Record the turn's end and drop its turn-scope variables (and any earlier turn's): one
+    statement (`ledger.close_turn`, under the turn lock), atomic with or without a transaction."""
+    await conn.execute("SELECT ledger.close_turn($1, $2)", closed.session_id, closed.turn)
     return "applied"
 
 
+def atomic_alone(effect: Effect) -> bool:
+    """Whether `effect` writes in one statement, so needs no transaction of its own."""
+    return isinstance(effect, TurnClosed | ModeChange)
+
+
 async def lock_turns(conn: Conn, session_id: str) -> None:
-    """Serialise turn-scope writes with the turn's end (transaction-scoped advisory lock)."""
+    """Serialise turn-scope writes with the turn's end (transaction-scoped advisory lock; the
+    same key as `ledger.close_turn` takes)."""
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext('ledger-turn:' || $1))", session_id)
 
 
