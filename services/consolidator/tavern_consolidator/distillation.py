@@ -66,6 +66,10 @@ class Distillation:
 
     async def _run(self, scope_id: str, force: bool) -> dict[str, Any]:
         now = self._clock()
+        if not force:
+            quiet = await self._quiet(scope_id, now)
+            if quiet is not None:
+                return quiet
         started: dict[str, Any] | tuple[int, list[Evidence]] = {}
         async with transaction(self._pool) as conn:
             state = await batches.scope_state(conn, scope_id)
@@ -79,6 +83,17 @@ class Distillation:
         if isinstance(started, dict):
             return started
         return await self._distil(state, *started)
+
+    async def _quiet(self, scope_id: str, now: datetime) -> dict[str, Any] | None:
+        """Why this wake runs no batch, read in one statement outside a transaction (most wakes
+        are throttled); None: a batch is open or due, and the run reads again in its own."""
+        async with connection(self._pool) as conn:
+            found = await batches.wake(conn, scope_id)
+        if found.open_batch:
+            return None
+        reason = throttle.due(found.undigested, found.turns, self._t)
+        refusal = self._refusal(found.state, reason, False, now)
+        return {"ran": False, "reason": refusal} if refusal else None
 
     async def _open(self, conn: Conn, scope_id: str, now: datetime) -> BatchRow | None:
         """The batch to resume: a `distilled` one. A `running` one never got its answer (the

@@ -14,7 +14,7 @@ from tavern_consolidator.app import migrations
 from tavern_consolidator.domain.intake import Changes, TurnEnd
 from tavern_consolidator.domain.records import Evidence
 from tavern_consolidator.intake import Intake, Touched
-from tavern_consolidator.store import facts
+from tavern_consolidator.store import batches, facts
 from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 
@@ -78,3 +78,31 @@ async def test_a_lone_turn_end_needs_no_transaction_and_an_empty_batch_no_databa
     assert facts.statements(both) == 2  # the session's scope first: one transaction
     touched = await Intake(lambda: pool, nothing)._apply(both)
     assert touched == Touched(frozenset({"chat_1"}), frozenset({"chat_1"}))
+
+
+async def test_a_wake_reads_the_scope_its_batch_and_its_counts_in_one_statement(
+    pool: Any,
+) -> None:
+    e = Evidence("ev_1", "chat_1", "s1", "I like tea", "user_explicit", "user_fact", T0)
+    async with pool.acquire() as conn:
+        fresh = await batches.wake(conn, "chat_1")  # creates the scope's bookkeeping
+        assert (fresh.state.scope_id, fresh.open_batch, fresh.undigested, fresh.turns) == (
+            "chat_1",
+            False,
+            0,
+            0,
+        )
+        await facts.save_sessions(conn, {"s1": "chat_1"})
+        await facts.save_evidence(conn, [(e, True)])
+        await facts.save_turns(conn, [TurnEnd("e1", "s1", 1, T0)])
+        found = await batches.wake(conn, "chat_1")
+        assert (found.open_batch, found.undigested, found.turns) == (False, 1, 1)
+        assert found.state == await batches.scope_state(conn, "chat_1")
+        await conn.execute(
+            "INSERT INTO consolidator.batch (scope_id, status, batch_from, batch_to, first_id, "
+            "last_id, evidence_ids, size) VALUES ('chat_1', 'running', $1, $1, 'ev_1', 'ev_1', "
+            "ARRAY['ev_1'], 1)",
+            T0,
+        )
+        assert (await batches.wake(conn, "chat_1")).open_batch
+    assert await scopes(pool) == ["chat_1"]
