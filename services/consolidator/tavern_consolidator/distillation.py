@@ -58,7 +58,14 @@ class Distillation:
         self.on_style: StyleHook | None = None
 
     async def run(self, scope_id: str, *, force: bool = False) -> dict[str, Any]:
-        """One batch of the scope if it is due (or `force`d), under the scope's lock."""
+        """One batch of the scope if it is due (or `force`d), under the scope's lock. A wake
+        with nothing to do (most are throttled) answers before it takes the lock: that check
+        writes nothing but the scope's bookkeeping row, and a batch opened meanwhile by another
+        holder of the lock is met by the next wake."""
+        if not force:
+            quiet = await self._quiet(scope_id, self._clock())
+            if quiet is not None:
+                return quiet
         async with self._locked(scope_id) as held:
             if not held:
                 return {"ran": False, "reason": "locked"}
@@ -66,10 +73,6 @@ class Distillation:
 
     async def _run(self, scope_id: str, force: bool) -> dict[str, Any]:
         now = self._clock()
-        if not force:
-            quiet = await self._quiet(scope_id, now)
-            if quiet is not None:
-                return quiet
         started: dict[str, Any] | tuple[int, list[Evidence]] = {}
         async with transaction(self._pool) as conn:
             state = await batches.scope_state(conn, scope_id)
