@@ -14,7 +14,7 @@ from tavern_consolidator.app import migrations
 from tavern_consolidator.domain.intake import Changes, TurnEnd
 from tavern_consolidator.domain.records import Evidence
 from tavern_consolidator.intake import Intake, Touched
-from tavern_consolidator.store import batches, facts
+from tavern_consolidator.store import batches, expression, facts
 from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 
@@ -106,3 +106,19 @@ async def test_a_wake_reads_the_scope_its_batch_and_its_counts_in_one_statement(
         )
         assert (await batches.wake(conn, "chat_1")).open_batch
     assert await scopes(pool) == ["chat_1"]
+
+
+async def test_a_step_learns_in_one_read_whether_approval_requests_wait(pool: Any) -> None:
+    async with pool.acquire() as conn:
+        assert await expression.waiting(conn, "s1") == ("s1", False)  # not copied yet
+        await facts.save_sessions(conn, {"s1": "chat_1"})
+        assert await expression.waiting(conn, "s1") == ("chat_1", False)
+        await conn.execute(
+            "INSERT INTO consolidator.expression (candidate_id, scope_id, evidence_ids, state, "
+            "decision) VALUES ('c1', 'chat_1', ARRAY['ev_1'], 'proposed', 'hold')"
+        )
+        assert await expression.waiting(conn, "s1") == ("chat_1", True)
+        assert [p["candidate_id"] for p in await expression.surface(conn, "chat_1", T0, 5)] == [
+            "c1"
+        ]
+        assert await expression.waiting(conn, "s1") == ("chat_1", False)  # shown once
