@@ -172,11 +172,10 @@ class StoreHandlers:
     async def _apply(
         self, resources: ServiceResources, effects: Sequence[tuple[Msg, Effect]]
     ) -> list[tuple[Msg, ModeChange]]:
-        """Apply in one transaction (a lone one-statement effect, the common turn end, needs
-        none); returns the mode changes of sessions not bound yet."""
+        """Apply in one transaction (a lone effect, the common turn end, is one statement and
+        needs none); returns the mode changes of sessions not bound yet."""
         missing: list[tuple[Msg, ModeChange]] = []
-        alone = len(effects) == 1 and bindings.atomic_alone(effects[0][1])
-        unit = connection if alone else transaction
+        unit = connection if len(effects) == 1 else transaction
         async with unit(partial(_pool, resources)) as conn:
             for msg, effect in effects:
                 if await bindings.apply(conn, effect) == "missing":

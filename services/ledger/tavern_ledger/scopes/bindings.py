@@ -16,6 +16,10 @@ Conn = Any
 """An asyncpg connection (asyncpg ships no type information)."""
 
 _UPSERT = """
+WITH claimed AS (
+  INSERT INTO ledger.scope_owner (scope_id, owner) SELECT s, $11 FROM unnest($12::text[]) AS s
+  ON CONFLICT (scope_id) DO NOTHING
+)
 INSERT INTO ledger.session_binding (session_id, architecture, context_mode, chat_id, character_id,
                                     persona_id, agent_id, parent_session_id, updated_seq,
                                     memory_reach, owner)
@@ -36,7 +40,8 @@ WHERE session_id = $1 AND updated_seq < $4
 
 
 async def apply(conn: Conn, effect: Effect) -> Applied:
-    """Apply one effect; "missing" means a mode change for a binding not seen yet."""
+    """Apply one effect, in one statement that needs no transaction of its own; "missing" means a
+    mode change for a binding not seen yet."""
     if isinstance(effect, Binding):
         return await _bind(conn, effect)
     if isinstance(effect, ModeChange):
@@ -45,11 +50,9 @@ async def apply(conn: Conn, effect: Effect) -> Applied:
 
 
 async def _bind(conn: Conn, b: Binding) -> Applied:
-    # The claim comes first and never moves: a session naming another owner's chat or
-    # character is bound, but `resolve_scope` refuses it those scopes.
-    await owners.claim(
-        conn, b.owner, (b.chat_id, b.session_id, b.character_id, evidence_scope_of(b))
-    )
+    # The claim comes with the binding, in its statement, and never moves: a session naming
+    # another owner's chat or character is bound, but `resolve_scope` refuses it those scopes.
+    scopes = owners.claimable((b.chat_id, b.session_id, b.character_id, evidence_scope_of(b)))
     status = await conn.execute(
         _UPSERT,
         b.session_id,
@@ -63,6 +66,7 @@ async def _bind(conn: Conn, b: Binding) -> Applied:
         b.updated_seq,
         b.memory_reach,
         b.owner,
+        scopes,
     )
     return "applied" if _count(status) else "stale"
 
@@ -84,11 +88,6 @@ async def close_turn(conn: Conn, closed: TurnClosed) -> Applied:
     statement (`ledger.close_turn`, under the turn lock), atomic with or without a transaction."""
     await conn.execute("SELECT ledger.close_turn($1, $2)", closed.session_id, closed.turn)
     return "applied"
-
-
-def atomic_alone(effect: Effect) -> bool:
-    """Whether `effect` writes in one statement, so needs no transaction of its own."""
-    return isinstance(effect, TurnClosed | ModeChange)
 
 
 async def lock_turns(conn: Conn, session_id: str) -> None:

@@ -72,6 +72,16 @@ async def test_scopes_of_a_tool_call_are_held_to_their_claims(ledger: Ledger) ->
     assert await resolve_scope(ledger.db, "s1", "char_new") == Scopes("chat_1", "char_new", "s1")
     await ledger.open_session("s2", "chat_2", "char_bob")
     assert await resolve_scope(ledger.db, "s2") == Scopes("chat_2", None, "s2")
+    claims = await ledger.db.fetch("SELECT scope_id, owner FROM ledger.scope_owner")
+    assert {r["scope_id"]: r["owner"] for r in claims}.items() >= {
+        "char_bob": "bob",  # a claim never moves
+        "chat_bob": "bob",
+        "chat_1": "local",  # claimed with the binding, in its statement
+        "char_a": "local",
+        "s1": "local",
+        "chat_2": "local",
+        "s2": "local",
+    }.items()  # and the scopes of their evidence
     await ledger.open_session("s3", "chat_bob", "char_a")
     with pytest.raises(ScopeForbidden):
         await resolve_scope(ledger.db, "s3")
