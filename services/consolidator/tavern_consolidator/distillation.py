@@ -58,7 +58,14 @@ class Distillation:
         self.on_style: StyleHook | None = None
 
     async def run(self, scope_id: str, *, force: bool = False) -> dict[str, Any]:
-        """One batch of the scope if it is due (or `force`d), under the scope's lock."""
+        """One batch of the scope if it is due (or `force`d), under the scope's lock. A wake
+        with nothing to do (most are throttled) answers before it takes the lock: that check
+        writes nothing but the scope's bookkeeping row, and a batch opened meanwhile by another
+        holder of the lock is met by the next wake."""
+        if not force:
+            quiet = await self._quiet(scope_id, self._clock())
+            if quiet is not None:
+                return quiet
         async with self._locked(scope_id) as held:
             if not held:
                 return {"ran": False, "reason": "locked"}
@@ -79,6 +86,17 @@ class Distillation:
         if isinstance(started, dict):
             return started
         return await self._distil(state, *started)
+
+    async def _quiet(self, scope_id: str, now: datetime) -> dict[str, Any] | None:
+        """Why this wake runs no batch, read in one statement outside a transaction (most wakes
+        are throttled); None: a batch is open or due, and the run reads again in its own."""
+        async with connection(self._pool) as conn:
+            found = await batches.wake(conn, scope_id)
+        if found.open_batch:
+            return None
+        reason = throttle.due(found.undigested, found.turns, self._t)
+        refusal = self._refusal(found.state, reason, False, now)
+        return {"ran": False, "reason": refusal} if refusal else None
 
     async def _open(self, conn: Conn, scope_id: str, now: datetime) -> BatchRow | None:
         """The batch to resume: a `distilled` one. A `running` one never got its answer (the

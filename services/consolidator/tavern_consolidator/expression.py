@@ -87,7 +87,12 @@ class Expression:
         return found
 
     async def surface(self, session_id: str) -> dict[str, Any]:
-        """Approval requests for the session's next step (each one is surfaced once)."""
+        """Approval requests for the session's next step (each one is surfaced once). Most
+        steps have none: one read says so, without a transaction."""
+        async with connection(self._pool) as conn:
+            scope, waiting = await expression.waiting(conn, session_id)
+        if not waiting:
+            return {"scope_id": scope, "requests": []}
         async with transaction(self._pool) as conn:
             scope = await scope_of_session(conn, session_id)
             pending = await expression.surface(conn, scope, self._clock(), SURFACE_LIMIT)

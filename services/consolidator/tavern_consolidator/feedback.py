@@ -45,18 +45,18 @@ class Feedback:
 
     async def draft(self, scope_id: str) -> dict[str, Any]:
         """Draft rules from the scope's recent corrections (capped per UTC day: a run counts
-        when it had candidates)."""
+        when it had candidates). The reads come first, outside a transaction: most wakes find
+        nothing to draft; when they find some, the same reads and the writes run again in one
+        transaction."""
         now = self._clock()
+        async with connection(self._pool) as conn:
+            found = await self._candidates(conn, scope_id, now)
+        if isinstance(found, dict):
+            return found
         async with transaction(self._pool) as conn:
-            day, count = await rules.draft_runs(conn, scope_id)
-            if feedback.drafts_today(day, count, now.date()) >= self._config.daily_runs:
-                return {"ran": False, "reason": "daily_cap"}
-            since = now - timedelta(days=self._config.window_days)
-            rows = await human_evidence_since(conn, scope_id, since)
-            seen = await rules.judged(conn, scope_id)
-            found = feedback.candidates(rows, seen, now, self._config.window_days)
-            if not found:
-                return {"ran": True, "candidates": 0, "drafted": 0, "covered": 0}
+            found = await self._candidates(conn, scope_id, now)
+            if isinstance(found, dict):
+                return found
             await rules.count_draft_run(conn, scope_id, now.date())
             active = rules.active_rules(await rules.active(conn, scope_id))
             drafted = sum([await self._judge(conn, scope_id, c, active) for c in found])
@@ -67,6 +67,19 @@ class Feedback:
             "drafted": drafted,
             "covered": len(found) - drafted,
         }
+
+    async def _candidates(
+        self, conn: Conn, scope_id: str, now: datetime
+    ) -> dict[str, Any] | list[Candidate]:
+        """The scope's draft candidates, or the reply of a run that drafts nothing."""
+        day, count = await rules.draft_runs(conn, scope_id)
+        if feedback.drafts_today(day, count, now.date()) >= self._config.daily_runs:
+            return {"ran": False, "reason": "daily_cap"}
+        since = now - timedelta(days=self._config.window_days)
+        rows = await human_evidence_since(conn, scope_id, since)
+        seen = await rules.judged(conn, scope_id) if rows else frozenset[str]()
+        found = feedback.candidates(rows, seen, now, self._config.window_days)
+        return found or {"ran": True, "candidates": 0, "drafted": 0, "covered": 0}
 
     async def _judge(
         self, conn: Conn, scope_id: str, c: Candidate, active: Sequence[feedback.ActiveRule]

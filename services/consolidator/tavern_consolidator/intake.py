@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from nats.aio.msg import Msg
 
 from tavern_consolidator.domain.intake import Changes, add_event, add_fact
-from tavern_consolidator.store import PoolSource, facts, transaction
+from tavern_consolidator.store import PoolSource, connection, facts, transaction
 from tavern_events.envelope import LedgerFact, Model, SessionEvent
 from tavern_events.errors import ContractError
 from tavern_events.skips import SkipCounter
@@ -62,15 +62,18 @@ class Intake:
         return found.event if isinstance(found, Decoded) else None
 
     async def _apply(self, c: Changes) -> Touched:
-        async with transaction(self._pool) as conn:
+        """Save in one transaction; a batch saved by one statement (the common lone turn end or
+        evidence) is atomic without one, and a batch that changes nothing touches nothing."""
+        count = facts.statements(c)
+        if count == 0:
+            return Touched(frozenset(), frozenset(c.human_scopes))
+        async with (transaction if count > 1 else connection)(self._pool) as conn:
             await facts.save_sessions(conn, c.sessions)
-            await facts.ensure_scopes(conn, c.evidence_scopes)
-            await facts.save_evidence(conn, c.evidence)
+            await facts.save_evidence(conn, c.evidence)  # with its scopes' state rows
             await facts.change_states(conn, c.states)
             await facts.save_observations(conn, c.observations)
             await facts.save_rules(conn, c.rules)
-            turn_scopes = set(await facts.save_turns(conn, c.turns))
-            await facts.ensure_scopes(conn, turn_scopes)
+            turn_scopes = set(await facts.save_turns(conn, c.turns))  # with theirs
         if c.evidence or c.turns or c.observations:
             log.info(
                 "facts_copied",

@@ -75,6 +75,35 @@ async def scope_state(conn: Conn, scope_id: str) -> ScopeState:
     return ScopeState(**dict(r))
 
 
+@dataclass(frozen=True)
+class Wake:
+    """What a wake of the scope finds: its bookkeeping, whether a batch is open, and its
+    undigested evidence and uncounted turns."""
+
+    state: ScopeState
+    open_batch: bool
+    undigested: int
+    turns: int
+
+
+async def wake(conn: Conn, scope_id: str) -> Wake:
+    """`scope_state`, `open_batch` and `counts` of one scope in one statement."""
+    r = await conn.fetchrow(
+        "WITH created AS (INSERT INTO consolidator.scope_state (scope_id) VALUES ($1) "
+        f"ON CONFLICT DO NOTHING RETURNING {STATE_COLUMNS}), state AS (SELECT * FROM created "
+        f"UNION ALL SELECT {STATE_COLUMNS} FROM consolidator.scope_state WHERE scope_id = $1) "
+        "SELECT state.*, EXISTS (SELECT 1 FROM consolidator.batch WHERE scope_id = $1 "
+        "AND status IN ('running', 'distilled')) AS open_batch, "
+        f"(SELECT count(*) FROM consolidator.evidence WHERE {UNDIGESTED}) AS undigested, "
+        "(SELECT count(*) FROM consolidator.turn WHERE scope_id = $1 AND counted_at IS NULL) "
+        "AS turns FROM state",
+        scope_id,
+    )
+    found = dict(r)
+    counted = found.pop("open_batch"), int(found.pop("undigested")), int(found.pop("turns"))
+    return Wake(ScopeState(**found), *counted)
+
+
 async def counts(conn: Conn, state: ScopeState) -> tuple[int, int]:
     """(undigested evidence, turns not yet counted) of a scope."""
     r = await conn.fetchrow(

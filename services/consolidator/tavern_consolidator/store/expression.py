@@ -53,6 +53,19 @@ async def conflicting(conn: Conn, scope_id: str, candidate_id: str) -> int:
     return int(found)
 
 
+async def waiting(conn: Conn, session_id: str) -> tuple[str, bool]:
+    """The session's scope (as `facts.scope_of_session`), and whether it has approval
+    requests not yet shown, in one statement."""
+    r = await conn.fetchrow(
+        "SELECT s.scope, EXISTS (SELECT 1 FROM consolidator.expression WHERE scope_id = s.scope "
+        "AND state = 'proposed' AND decision = 'hold' AND surfaced_at IS NULL) AS waiting "
+        "FROM (SELECT coalesce(nullif((SELECT scope_id FROM consolidator.session "
+        "WHERE session_id = $1), ''), $1) AS scope) AS s",
+        session_id,
+    )
+    return str(r["scope"]), bool(r["waiting"])
+
+
 async def surface(conn: Conn, scope_id: str, now: datetime, limit: int) -> list[dict[str, Any]]:
     """Take the scope's pending approval requests not yet shown, and mark them shown."""
     found = await conn.fetch(

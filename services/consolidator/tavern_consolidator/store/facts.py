@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from tavern_consolidator.domain.intake import RuleView, StateChange, TurnEnd
+from tavern_consolidator.domain.intake import Changes, RuleView, StateChange, TurnEnd
 from tavern_consolidator.domain.records import Evidence, Observation
 from tavern_consolidator.store import Conn
 
@@ -41,38 +41,31 @@ async def save_sessions(conn: Conn, sessions: dict[str, str]) -> None:
         )
 
 
-async def ensure_scopes(conn: Conn, scopes: Iterable[str]) -> None:
-    await conn.execute(
-        "INSERT INTO consolidator.scope_state (scope_id) SELECT unnest($1::text[]) "
-        "ON CONFLICT (scope_id) DO NOTHING",
-        sorted(set(scopes)),
-    )
-
-
 async def save_evidence(conn: Conn, rows: Sequence[tuple[Evidence, bool]]) -> None:
-    """Insert copies; a redelivered fact (same evidence id) changes nothing."""
+    """Insert copies and their scopes' state rows in one statement; a redelivered fact (same
+    evidence id) changes nothing."""
     if not rows:
         return
-    await conn.executemany(
+    await conn.execute(
+        "WITH scopes AS (INSERT INTO consolidator.scope_state (scope_id) "
+        "SELECT DISTINCT s FROM unnest($2::text[]) AS s ORDER BY s "
+        "ON CONFLICT (scope_id) DO NOTHING) "
         "INSERT INTO consolidator.evidence (id, scope_id, session_id, seq, event_id, text, "
         "authority, claim_domain, state, digestible, observed_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
-        [
-            (
-                e.id,
-                e.scope_id,
-                e.session_id,
-                e.seq,
-                e.event_id,
-                e.text,
-                e.authority,
-                e.claim_domain,
-                e.state,
-                ok,
-                e.observed_at,
-            )
-            for e, ok in rows
-        ],
+        "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], "
+        "$6::text[], $7::text[], $8::text[], $9::text[], $10::boolean[], $11::timestamptz[]) "
+        "ON CONFLICT (id) DO NOTHING",
+        [e.id for e, _ in rows],
+        [e.scope_id for e, _ in rows],
+        [e.session_id for e, _ in rows],
+        [e.seq for e, _ in rows],
+        [e.event_id for e, _ in rows],
+        [e.text for e, _ in rows],
+        [e.authority for e, _ in rows],
+        [e.claim_domain for e, _ in rows],
+        [e.state for e, _ in rows],
+        [ok for _, ok in rows],
+        [e.observed_at for e, _ in rows],
     )
 
 
@@ -89,22 +82,40 @@ async def change_states(conn: Conn, changes: Sequence[StateChange]) -> None:
 
 
 async def save_turns(conn: Conn, turns: Sequence[TurnEnd]) -> list[str]:
-    """One row per turn/end (redeliveries change nothing); returns the scopes they count in."""
-    scopes = []
-    for t in turns:
-        scope = await conn.fetchval(
-            "INSERT INTO consolidator.turn (event_id, session_id, scope_id, turn, ended_at) "
-            "VALUES ($1, $2, coalesce((SELECT scope_id FROM consolidator.session "
-            "WHERE session_id = $2), $2), $3, $4) ON CONFLICT (event_id) DO NOTHING "
-            "RETURNING scope_id",
-            t.event_id,
-            t.session_id,
-            t.turn,
-            t.ended_at,
-        )
-        if scope is not None:
-            scopes.append(str(scope))
-    return scopes
+    """One row per turn/end (redeliveries change nothing) and its scope's state row, in one
+    statement; returns the scopes the new rows count in."""
+    if not turns:
+        return []
+    found = await conn.fetch(
+        "WITH added AS (INSERT INTO consolidator.turn (event_id, session_id, scope_id, turn, "
+        "ended_at) SELECT e, s, coalesce((SELECT scope_id FROM consolidator.session "
+        "WHERE session_id = s), s), n, t "
+        "FROM unnest($1::text[], $2::text[], $3::integer[], $4::timestamptz[]) AS u(e, s, n, t) "
+        "ON CONFLICT (event_id) DO NOTHING RETURNING scope_id), "
+        "scopes AS (INSERT INTO consolidator.scope_state (scope_id) "
+        "SELECT DISTINCT scope_id FROM added ORDER BY scope_id "
+        "ON CONFLICT (scope_id) DO NOTHING) "
+        "SELECT scope_id FROM added",
+        [t.event_id for t in turns],
+        [t.session_id for t in turns],
+        [t.turn for t in turns],
+        [t.ended_at for t in turns],
+    )
+    return [str(r["scope_id"]) for r in found]
+
+
+def statements(changes: Changes) -> int:
+    """How many statements saving `changes` takes (one needs no transaction around it)."""
+    c = changes
+    return (
+        bool(c.sessions)
+        + bool(c.evidence)
+        + len(c.states)
+        + len(c.observations)
+        + sum(1 for o in c.observations if o.supersedes)
+        + len(c.rules)
+        + bool(c.turns)
+    )
 
 
 async def save_observations(conn: Conn, rows: Sequence[Observation]) -> None:

@@ -37,7 +37,7 @@ from tavern_runtime.dlq import dead_letter
 from tavern_runtime.errors import ConcurrencyConflict, TransientError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import Pool
-from tavern_runtime.pgerrors import transaction
+from tavern_runtime.pgerrors import connection, transaction
 from tavern_runtime.provision import ConsumerSpec
 from tavern_runtime.service import RESOURCES_KEY, ServiceResources
 
@@ -172,9 +172,11 @@ class StoreHandlers:
     async def _apply(
         self, resources: ServiceResources, effects: Sequence[tuple[Msg, Effect]]
     ) -> list[tuple[Msg, ModeChange]]:
-        """Apply in one transaction; returns the mode changes of sessions not bound yet."""
+        """Apply in one transaction (a lone effect, the common turn end, is one statement and
+        needs none); returns the mode changes of sessions not bound yet."""
         missing: list[tuple[Msg, ModeChange]] = []
-        async with transaction(partial(_pool, resources)) as conn:
+        unit = connection if len(effects) == 1 else transaction
+        async with unit(partial(_pool, resources)) as conn:
             for msg, effect in effects:
                 if await bindings.apply(conn, effect) == "missing":
                     missing.append((msg, cast(ModeChange, effect)))

@@ -16,6 +16,10 @@ Conn = Any
 """An asyncpg connection (asyncpg ships no type information)."""
 
 _UPSERT = """
+WITH claimed AS (
+  INSERT INTO ledger.scope_owner (scope_id, owner) SELECT s, $11 FROM unnest($12::text[]) AS s
+  ON CONFLICT (scope_id) DO NOTHING
+)
 INSERT INTO ledger.session_binding (session_id, architecture, context_mode, chat_id, character_id,
                                     persona_id, agent_id, parent_session_id, updated_seq,
                                     memory_reach, owner)
@@ -33,18 +37,11 @@ UPDATE ledger.session_binding
 SET architecture = $2, context_mode = $3, updated_seq = $4, updated_at = now()
 WHERE session_id = $1 AND updated_seq < $4
 """
-_CLOSE_TURN = """
-INSERT INTO ledger.turn_closed (session_id, last_ended_turn) VALUES ($1, $2)
-ON CONFLICT (session_id) DO UPDATE
-SET last_ended_turn = GREATEST(ledger.turn_closed.last_ended_turn, EXCLUDED.last_ended_turn)
-"""
-_DROP_TURNS = """
-DELETE FROM ledger.variable_scope WHERE scope = 'turn' AND scope_id = $1 AND turn <= $2
-"""
 
 
 async def apply(conn: Conn, effect: Effect) -> Applied:
-    """Apply one effect; "missing" means a mode change for a binding not seen yet."""
+    """Apply one effect, in one statement that needs no transaction of its own; "missing" means a
+    mode change for a binding not seen yet."""
     if isinstance(effect, Binding):
         return await _bind(conn, effect)
     if isinstance(effect, ModeChange):
@@ -53,11 +50,9 @@ async def apply(conn: Conn, effect: Effect) -> Applied:
 
 
 async def _bind(conn: Conn, b: Binding) -> Applied:
-    # The claim comes first and never moves: a session naming another owner's chat or
-    # character is bound, but `resolve_scope` refuses it those scopes.
-    await owners.claim(
-        conn, b.owner, (b.chat_id, b.session_id, b.character_id, evidence_scope_of(b))
-    )
+    # The claim comes with the binding, in its statement, and never moves: a session naming
+    # another owner's chat or character is bound, but `resolve_scope` refuses it those scopes.
+    scopes = owners.claimable((b.chat_id, b.session_id, b.character_id, evidence_scope_of(b)))
     status = await conn.execute(
         _UPSERT,
         b.session_id,
@@ -71,6 +66,7 @@ async def _bind(conn: Conn, b: Binding) -> Applied:
         b.updated_seq,
         b.memory_reach,
         b.owner,
+        scopes,
     )
     return "applied" if _count(status) else "stale"
 
@@ -88,16 +84,15 @@ async def _change_mode(conn: Conn, change: ModeChange) -> Applied:
 
 
 async def close_turn(conn: Conn, closed: TurnClosed) -> Applied:
-    """Record the turn's end and drop its turn-scope variables (and any earlier turn's)."""
-    async with conn.transaction():
-        await lock_turns(conn, closed.session_id)
-        await conn.execute(_CLOSE_TURN, closed.session_id, closed.turn)
-        await conn.execute(_DROP_TURNS, closed.session_id, closed.turn)
+    """Record the turn's end and drop its turn-scope variables (and any earlier turn's): one
+    statement (`ledger.close_turn`, under the turn lock), atomic with or without a transaction."""
+    await conn.execute("SELECT ledger.close_turn($1, $2)", closed.session_id, closed.turn)
     return "applied"
 
 
 async def lock_turns(conn: Conn, session_id: str) -> None:
-    """Serialise turn-scope writes with the turn's end (transaction-scoped advisory lock)."""
+    """Serialise turn-scope writes with the turn's end (transaction-scoped advisory lock; the
+    same key as `ledger.close_turn` takes)."""
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext('ledger-turn:' || $1))", session_id)
 
 

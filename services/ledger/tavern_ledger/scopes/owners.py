@@ -20,9 +20,14 @@ ON CONFLICT (scope_id) DO NOTHING
 """
 
 
+def claimable(scope_ids: Iterable[str | None]) -> list[str]:
+    """The scope ids a session claims, in key order (the global scope is nobody's)."""
+    return sorted({s for s in scope_ids if s and s != "global"})
+
+
 async def claim(conn: Conn, owner: str, scope_ids: Iterable[str | None]) -> None:
     """Record `owner` for each scope not claimed yet (idempotent)."""
-    ids = sorted({s for s in scope_ids if s and s != "global"})
+    ids = claimable(scope_ids)
     if ids:
         await conn.execute(_CLAIM, owner, ids)
 
