@@ -5,8 +5,9 @@ Counters are read before and after the load (`Counters`); the sheet is their dif
 by the turns (`sheet`, pure). CPU is read from /proc (Postgres: the postmaster, its live
 backends and the backends that exited), stream figures from JetStream stream info, bus traffic
 from nats-server's monitoring `/varz` (RPCs included), transactions from `pg_stat_database`, WAL
-from `pg_stat_wal` and `pg_stat_io`, statements per service role from `pg_stat_statements` when
-the server preloads it (`enable_statement_stats` does so for a stack of the bench).
+records, writes and fsyncs from `pg_stat_wal` and `pg_stat_io` and its bytes from the WAL's
+insert position, statements per service role from `pg_stat_statements` when the server
+preloads it (`enable_statement_stats` does so for a stack of the bench).
 """
 
 from __future__ import annotations
@@ -315,9 +316,15 @@ class Meter:
             f"SELECT {', '.join(PG_COUNTERS)} FROM pg_stat_database"
             " WHERE datname = current_database()"
         )
-        wal = await self.conn.fetchrow("SELECT wal_records, wal_bytes FROM pg_stat_wal")
+        wal = await self.conn.fetchrow("SELECT wal_records FROM pg_stat_wal")
+        # WAL bytes from the insert position, which is exact at once; backends report their
+        # `pg_stat_wal` counts when they flush their statistics, up to seconds later.
+        written = await self.conn.fetchval(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint"
+        )
         found = {k: int(db[k]) for k in PG_COUNTERS} if db else {}
-        found.update({k: int(wal[k]) for k in ("wal_records", "wal_bytes")} if wal else {})
+        found.update({"wal_records": int(wal["wal_records"])} if wal else {})
+        found.update({"wal_bytes": int(written)} if written is not None else {})
         return found | await self._wal_io()
 
     async def _wal_io(self) -> dict[str, int]:
