@@ -46,6 +46,14 @@ def results(events: list[SessionEvent], turn: int) -> dict[str, Any]:
     return found
 
 
+async def projected(projector: Projector, session_id: str) -> bool:
+    """Whether the projector's sessions read model has the session yet."""
+    found = await projector.pool.fetchval(
+        "SELECT 1 FROM projector.sessions WHERE session_id = $1", session_id
+    )
+    return found is not None
+
+
 async def test_tools_work_in_both_modes_and_switching_keeps_every_store(
     projector: Projector, ledger: Ledger, tmp_path: Path
 ) -> None:
@@ -55,6 +63,9 @@ async def test_tools_work_in_both_modes_and_switching_keeps_every_store(
     await command(bus, "t1", "create", character_id=character)
     await bus.turns_ended("t1", 1)
     await eventually(lambda: ledger.binding("t1"), timeout=10)
+    # The scene is the projector's read model, which takes a turn's events in batches gathered
+    # for a moment (TAVERN_PROJECTOR_GATHER_S): wait until it has the session.
+    await eventually(lambda: projected(projector, "t1"), timeout=10)
     await bus.say(
         "t1",
         'call tavern_character_get with {"fields": ["name", "personality"]} '
