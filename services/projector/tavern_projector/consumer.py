@@ -49,7 +49,7 @@ class PullLoop:
         js: Callable[[], JetStreamContext | None],
         *,
         batch: int = 256,
-        gather_s: float = 0.1,
+        gather_s: float = 0.01,
     ) -> None:
         self.runner, self.spec, self._js = runner, spec, js
         self.batch, self.gather_s = batch, gather_s
