@@ -629,14 +629,7 @@ class TurnRunner:
         step boundary or a turn of its own), so a `/compact` behind one is answered in its
         turn. Returns how many were answered."""
         state = self.held.state
-        found = await arrived_inputs(
-            self.deps.js,
-            state.session_id,
-            state.input_cursor,
-            self.deps.options.max_claims_per_turn,
-            self.arrivals,
-            state.claimed_ids,
-        )
+        found = await self._arrived()
         # From here to the last stage nothing awaits: the boundary's claim cannot interleave.
         if state.open_turn is None or state.open_turn.turn != self.draft.turn:
             return 0  # the turn ended meanwhile: the next one claims the command
@@ -648,6 +641,18 @@ class TurnRunner:
                 break
             answered += 1
         return answered
+
+    async def _arrived(self) -> list[PendingInput]:
+        """What `arrived_inputs` finds now: past the session's cursor, up to the claim bound."""
+        state = self.held.state
+        return await arrived_inputs(
+            self.deps.js,
+            state.session_id,
+            state.input_cursor,
+            self.deps.options.max_claims_per_turn,
+            self.arrivals,
+            state.claimed_ids,
+        )
 
     def _busy(self, item: PendingInput, before: list[PendingInput]) -> bool:
         """A `/compact` of the session's owner that arrived mid-turn is answered at once
@@ -672,14 +677,7 @@ class TurnRunner:
             if not self.arrivals.waiting(state.claimed_ids):
                 return []  # nothing arrived since the turn's claim
             self.arrivals.read()
-        found = await arrived_inputs(
-            self.deps.js,
-            state.session_id,
-            state.input_cursor,
-            self.deps.options.max_claims_per_turn,
-            self.arrivals,
-            state.claimed_ids,
-        )
+        found = await self._arrived()
         fresh = [self._authenticated(p) for p in found if p.input_id not in state.claimed_ids]
         if any(p.is_cancel and self._owners(p) for p in fresh):
             self.progress.cancel_reason = "cancelled by input"
