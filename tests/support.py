@@ -49,6 +49,20 @@ TEST_AUTH_KEY = "tavern-test-auth-key-0123456789abcdef"
 started in process or as processes check tokens against it."""
 
 
+async def flushed(nc: Any) -> None:
+    """Return once the server has everything `nc` was asked to send, subscriptions included.
+
+    nats-py's `flush()` writes its PING straight to the socket while a SUB may still wait in the
+    client's pending buffer for the flusher task, so the PONG can come back before the server
+    holds the subscription, and a request from another connection then finds no responders.
+    Letting the flusher empty that buffer first puts the PING behind the SUB."""
+    for _ in range(1000):
+        if not nc.pending_data_size:
+            break
+        await asyncio.sleep(0.001)
+    await nc.flush()
+
+
 def auth(principal: Any = None) -> dict[str, str]:
     """Headers that carry `principal` (default: the operator), signed with the test key."""
     from tavern_runtime import principals

@@ -37,7 +37,7 @@ from tavern_runtime.service import serve
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 from tavern_runtime.settings import TavernSettings
 from tests.deploy import natsconf
-from tests.support import eventually
+from tests.support import eventually, flushed
 
 pytestmark = pytest.mark.integration
 
@@ -238,7 +238,7 @@ async def test_ledger_user_commits_facts_and_answers_its_rpc(secured: Secured) -
         await msg.respond(json.dumps({"ok": True}).encode())
 
     await ledger.nc.subscribe(subjects.rpc("ledger", "recall"), queue="ledger-rpc", cb=answer)
-    await ledger.nc.flush()
+    await flushed(ledger.nc)
     reply = await loop.nc.request(subjects.rpc("ledger", "recall"), b"{}", timeout=3)
     assert json.loads(reply.data) == {"ok": True}
     assert ledger.errors == loop.errors == []
@@ -468,8 +468,8 @@ async def test_no_user_receives_another_users_rpc_reply(secured: Secured) -> Non
                 overheard.append((who, msg.data))
 
             await sniffer.nc.subscribe(subject, cb=heard)
-        await sniffer.nc.flush()
-    await ledger.nc.flush()
+        await flushed(sniffer.nc)
+    await flushed(ledger.nc)
     reply = await loop.nc.request(subjects.rpc("ledger", "memory.search"), b"{}", timeout=3)
     assert reply.data == secret
     assert reply.subject.startswith("_INBOX_loop.")
