@@ -33,9 +33,16 @@ class ProjectorSettings(TavernSettings):
         default=0.01,
         ge=0,
         le=1,
-        description="how long a batch gathers after its first event; 0.1 puts a turn's events "
-        "in one batch under load (fewer statements and fsyncs), but the read models, the web "
-        "app's session list and the scene among them, then lag a finished turn by as much",
+        description="how long a batch gathers after its first event while few sessions are "
+        "live: a read model follows a finished turn within about this long",
+    )
+    projector_busy_gather_s: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="how long a batch gathers once a batch carries three sessions or more: "
+        "several turns of many sessions then share one batch (fewer statements, fetches and "
+        "fsyncs per turn), and the read models lag a finished turn by up to this long more",
     )
     projector_rebuild_on_start: bool = Field(
         default=True, description="rebuild projections whose stored version is outdated"

@@ -5,11 +5,18 @@ FastStream's batch pull subscriber (0.7.8) keeps fetching until a batch is full;
 restarts, and the messages already fetched stay unacknowledged until `ack_wait` (out of
 order, and late). This loop
 long-polls for the first message, then gathers: it takes what is ready, and unless the batch
-is full, waits out a short window (`gather_s`) and takes what arrived meanwhile. A turn's
-events, published over a few milliseconds, then land in one batch, and each session's rows and
-chat file are written once rather than once per event or two; under a backlog the first pull
-fills the batch and nothing waits. It hands the batch to the runner, and acks, naks or
-heartbeats it itself.
+is full, waits out a window and takes what arrived meanwhile. A turn's events, published over
+a few milliseconds, then land in one batch, and each session's rows and chat file are written
+once rather than once per event or two; under a backlog the first pull fills the batch and
+nothing waits. It hands the batch to the runner, and acks, naks or heartbeats it itself.
+
+The window follows the traffic. While a batch carries the events of fewer than `BUSY_KEYS`
+sessions (a person chatting, a test, a replay of one chat) it is short (`gather_s`, 10 ms),
+so a read model follows a finished turn at once. Once a batch carries `BUSY_KEYS` sessions or
+more, many sessions are live together and the read models lag behind their turns anyway; the
+window grows to `busy_gather_s` (100 ms), and one batch then holds several turns of many
+sessions: each projection's checkpoint, rows and fetches are paid per batch, not per turn. It
+shrinks back with the first batch of fewer sessions.
 
 Acks stay one per message: the provisioned consumers acknowledge explicitly (an ack covers its
 own message only), and changing their policy would mean recreating them on existing installs.
@@ -39,6 +46,20 @@ BIND_RETRY_S = 2.0
 READY_S = 0.01
 """How long a gathering pull waits when nothing is ready (nats-py asks the server without
 waiting first, and only then waits)."""
+BUSY_KEYS = 3
+"""From how many sessions (or users, on LEDGER) in one batch the stream counts as busy."""
+
+
+def window(subjects: Sequence[str], gather_s: float, busy_gather_s: float) -> float:
+    """The next batch's gathering window after a batch of messages on `subjects`."""
+    keys = {_key(subject) for subject in subjects}
+    return busy_gather_s if len(keys) >= BUSY_KEYS else gather_s
+
+
+def _key(subject: str) -> str:
+    """The session of `tavern.session.<id>.…`, the user of `tavern.ledger.<user>.…`."""
+    parts = subject.split(".", 3)
+    return parts[2] if len(parts) > 2 else subject
 
 
 class PullLoop:
@@ -50,9 +71,13 @@ class PullLoop:
         *,
         batch: int = 256,
         gather_s: float = 0.01,
+        busy_gather_s: float | None = None,
     ) -> None:
         self.runner, self.spec, self._js = runner, spec, js
         self.batch, self.gather_s = batch, gather_s
+        self.busy_gather_s = gather_s if busy_gather_s is None else max(busy_gather_s, gather_s)
+        self.window = gather_s
+        """The gathering window of the next batch (see `window`)."""
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._sub: JetStreamContext.PullSubscription | None = None
@@ -83,6 +108,7 @@ class PullLoop:
             msgs = await self._next_batch()
             if msgs:
                 await self._handle(msgs)
+                self.window = window([m.subject for m in msgs], self.gather_s, self.busy_gather_s)
             self._handling = False
 
     async def _bind(self) -> None:
@@ -99,7 +125,7 @@ class PullLoop:
 
     async def _next_batch(self) -> list[Msg]:
         """The first message (long poll), then up to `batch` in all: what is ready at once
-        and, if that does not fill the batch, what arrived within `gather_s` of the first.
+        and, if that does not fill the batch, what arrived within `self.window` of the first.
         Holding messages counts as handling them: a stop lets the batch finish."""
         assert self._sub is not None
         try:
@@ -112,7 +138,7 @@ class PullLoop:
             return []
         self._handling = True
         clock = asyncio.get_running_loop().time
-        deadline = clock() + self.gather_s
+        deadline = clock() + self.window
         while len(msgs) < self.batch:
             msgs += await self._ready(self.batch - len(msgs))
             left = deadline - clock()

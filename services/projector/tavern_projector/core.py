@@ -53,8 +53,17 @@ class Core:
     def consume(self, runner: LiveRunner) -> None:
         """Feed `runner` from its projection's durable consumer, in order, once started."""
         spec = catalog.consumer(runner.projection)
-        batch, gather = self.settings.projector_batch_size, self.settings.projector_gather_s
-        self.loops.append(PullLoop(runner, spec, self.js, batch=batch, gather_s=gather))
+        settings = self.settings
+        self.loops.append(
+            PullLoop(
+                runner,
+                spec,
+                self.js,
+                batch=settings.projector_batch_size,
+                gather_s=settings.projector_gather_s,
+                busy_gather_s=settings.projector_busy_gather_s,
+            )
+        )
 
     async def start_consumers(self) -> None:
         """After the broker connected: start pulling for every projection, and dead-letter

@@ -119,6 +119,36 @@ async def test_a_stop_cuts_the_window_short_and_handles_the_batch_in_hand(
     await eventually(acked, timeout=10)
 
 
+async def test_many_sessions_widen_the_window_and_one_session_narrows_it(
+    idle_projector: Projector,
+) -> None:
+    """A backlog of three sessions' turns marks the stream busy: the next batch gathers for the
+    long window, and takes two sessions' turns published 0.2 s apart; that batch of two
+    sessions brings the short window back."""
+    for n in range(3):
+        await idle_projector.create_session(f"w{n}")
+        await scripted_turn(idle_projector, f"w{n}", 1, "Hi", "Hi")  # 15 entries in all
+    runner = Recording()
+    loop = pull_loop(idle_projector, runner, gather_s=0.01, busy_gather_s=1.0)
+    assert loop.window == 0.01
+    await loop.start()
+    try:
+        await eventually(lambda: sum(len(b) for b in runner.batches) >= 15, timeout=10)
+        await eventually(lambda: loop.window == 1.0, timeout=5)
+        assert len({s.split(".")[2] for s in runner.batches[0]}) == 3
+        await idle_projector.create_session("x1")
+        await asyncio.sleep(0.2)
+        await idle_projector.create_session("x2")
+        await eventually(lambda: sum(len(b) for b in runner.batches) >= 17, timeout=10)
+        assert runner.batches[-1] == [
+            "tavern.session.x1.session.created",
+            "tavern.session.x2.session.created",
+        ]
+        await eventually(lambda: loop.window == 0.01, timeout=5)
+    finally:
+        await loop.stop(3)
+
+
 # --- one batch or many: the same read models ------------------------------------------------
 
 
