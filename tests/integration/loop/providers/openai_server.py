@@ -44,7 +44,7 @@ class SeenRequest:
 def chunk(
     delta: dict[str, Any] | None = None,
     finish_reason: str | None = None,
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> str:
     """One `chat.completion.chunk` as SSE data; a usage-only chunk has no choices (as OpenAI)."""
     body: dict[str, Any] = {
