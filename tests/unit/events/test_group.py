@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tavern_events.group import GroupBinding, MemberAdded, apply_member_event
+from tavern_events.group import (
+    GroupBinding,
+    MemberAdded,
+    MemberMuted,
+    MemberRemoved,
+    MemberUnmuted,
+    apply_member_event,
+)
 from tavern_events.message import AssistantMessage
 from tavern_events.session import SessionBindingChanged, SessionCreated
 from tavern_events.turn import TurnStarted
@@ -19,9 +26,13 @@ def _group() -> GroupBinding:
     return event.payload.group
 
 
-def _member_event(event_type: str, **payload: Any) -> Any:
+def _member_event(
+    event_type: str, **payload: Any
+) -> MemberAdded | MemberRemoved | MemberMuted | MemberUnmuted:
     data = golden(event_type)
-    return decode({**data, "payload": {**data["payload"], **payload}})
+    event = decode({**data, "payload": {**data["payload"], **payload}})
+    assert isinstance(event, MemberAdded | MemberRemoved | MemberMuted | MemberUnmuted)
+    return event
 
 
 def test_logs_from_before_groups_read_as_one_character() -> None:
@@ -46,11 +57,11 @@ def test_membership_events_change_the_group() -> None:
     added = _member_event("group/member-added", member={"character_id": "char_ines"})
     assert isinstance(added, MemberAdded)
     group = apply_member_event(group, added)
-    group = apply_member_event(group, decode(golden("group/member-unmuted")))
+    group = apply_member_event(group, _member_event("group/member-unmuted"))
     unmute_oren = _member_event("group/member-unmuted", character_id="char_oren")
     group = apply_member_event(group, unmute_oren)
-    group = apply_member_event(group, decode(golden("group/member-muted")))
-    group = apply_member_event(group, decode(golden("group/member-removed")))
+    group = apply_member_event(group, _member_event("group/member-muted"))
+    group = apply_member_event(group, _member_event("group/member-removed"))
     assert group.member_ids() == ("char_mira", "char_oren", "char_ines")
     assert [m.character_id for m in group.enabled()] == ["char_oren", "char_ines"]
 

@@ -12,6 +12,7 @@ from tavern_events.errors import ContractError
 from tavern_events.message import UserMessage
 from tavern_events.parts import Usage, finish_reason_of
 from tavern_events.request import AgentRequest
+from tavern_events.session import SessionBindingChanged
 from tavern_events.tool import ToolResult
 from tavern_events.union import decode
 from tests.unit.events.goldens import golden
@@ -43,7 +44,10 @@ def test_binding_change_must_change_something() -> None:
 
 
 def test_a_group_change_alone_is_a_change() -> None:
-    event = decode(_with_payload("session/binding-changed", to_context_mode="dsh-native"))
+    event = decode(
+        _with_payload("session/binding-changed", to_context_mode="dsh-native"),
+        SessionBindingChanged,
+    )
     assert event.payload.group is not None
 
 
