@@ -70,7 +70,12 @@ def _postgres_dsn() -> str:
         server = EmbeddedPostgres(root)
         server.start()
         _POSTGRES.append(server)
-        atexit.register(lambda: (server.stop(), shutil.rmtree(root, ignore_errors=True)))
+
+        def stop() -> None:
+            server.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+        atexit.register(stop)
     return _POSTGRES[0].dsn
 
 

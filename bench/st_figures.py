@@ -73,7 +73,12 @@ def _line(index: int, rng: random.Random, ts: datetime) -> dict[str, Any]:
             "extra": {"isSmallSys": False},
         }
     other = text.upper()
-    info = {"send_date": sent, "gen_started": None, "gen_finished": None, "extra": {}}
+    info: dict[str, Any] = {
+        "send_date": sent,
+        "gen_started": None,
+        "gen_finished": None,
+        "extra": {},
+    }
     return {
         "extra": {"api": "openai", "model": "m"},
         "name": "Mira",

@@ -17,6 +17,7 @@ from bench.contradiction import (
     Case,
     Item,
     Outcome,
+    Role,
     by_category,
     classify,
     load_corpus,
@@ -167,7 +168,12 @@ def test_every_plan_has_its_own_chats_and_character() -> None:
 
 # --- scoring ------------------------------------------------------------------------------------
 
-ROLES = {"e-fact": "fact", "e-new": "correction", "e-d1": "distractor", "e-d2": "distractor"}
+ROLES: dict[str, Role] = {
+    "e-fact": "fact",
+    "e-new": "correction",
+    "e-d1": "distractor",
+    "e-d2": "distractor",
+}
 
 
 def _item(source: str | None, text: str = "") -> Item:
@@ -198,7 +204,7 @@ def test_a_correction_that_took_scores_everywhere() -> None:
     p = plan(KEVIN, 0, "same-session", T0)
     now = [_item("e-new"), _item("e-d1")]
     before = [_item("e-fact"), _item("e-d2")]
-    o = outcome(p, ROLES, ACTIVE, now, before)  # type: ignore[arg-type]
+    o = outcome(p, ROLES, ACTIVE, now, before)
     assert (o.now, o.as_of, o.distractors_kept, o.old_superseded) == (True, True, True, True)
     assert o.nothing_superseded is None
     assert o.still_recalled is None
@@ -209,23 +215,23 @@ def test_both_injected_fails_now_and_a_lost_distractor_fails_kept() -> None:
     states = {**ACTIVE, "e-fact": ["active"], "e-d2": ["superseded"]}
     now = [_item("e-new"), _item("e-fact")]
     before = [_item("e-fact"), _item("e-new")]  # the live session's injection leaked in
-    o = outcome(p, ROLES, states, now, before)  # type: ignore[arg-type]
+    o = outcome(p, ROLES, states, now, before)
     assert (o.now, o.as_of, o.distractors_kept, o.old_superseded) == (False, False, False, False)
 
 
 def test_a_distractor_that_left_no_evidence_is_not_kept() -> None:
     p = plan(KEVIN, 0, "same-session", T0)
     states = {k: v for k, v in ACTIVE.items() if k != "e-d2"}
-    o = outcome(p, ROLES, states, [], [])  # type: ignore[arg-type]
+    o = outcome(p, ROLES, states, [], [])
     assert o.distractors_kept is False
 
 
 def test_no_match_cases_score_what_was_superseded_and_whether_the_fact_is_still_there() -> None:
     p = plan(dataclasses.replace(KEVIN, expect="none"), 0, "cross-session", T0)
     quiet = {"e-fact": ["active"], "e-new": ["active"], "e-d1": ["active"], "e-d2": ["active"]}
-    o = outcome(p, ROLES, quiet, [_item("e-fact")], [])  # type: ignore[arg-type]
+    o = outcome(p, ROLES, quiet, [_item("e-fact")], [])
     assert (o.now, o.as_of, o.nothing_superseded, o.still_recalled) == (None, None, True, True)
-    o = outcome(p, ROLES, ACTIVE, [_item("e-new")], [])  # type: ignore[arg-type]
+    o = outcome(p, ROLES, ACTIVE, [_item("e-new")], [])
     assert (o.nothing_superseded, o.still_recalled) == (False, False)
 
 

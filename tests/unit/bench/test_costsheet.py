@@ -81,7 +81,7 @@ def test_printed_sheet_orders_processes_by_cost_with_their_share() -> None:
 
 
 def test_bus_clients_are_summed_by_user() -> None:
-    connections = [
+    connections: list[dict[str, object]] = [
         {
             "authorized_user": "projector",
             "name": "a",
