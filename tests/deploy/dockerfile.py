@@ -54,7 +54,8 @@ def _logical_lines(text: str) -> list[str]:
 
 def parse(path: Path) -> list[Stage]:
     stages: list[Stage] = []
-    base, name, steps = "", None, []
+    base, name = "", None
+    steps: list[Instruction] = []
     for line in _logical_lines(path.read_text()):
         keyword, _, args = line.partition(" ")
         keyword = keyword.upper()

@@ -9,6 +9,7 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import nats
@@ -104,7 +105,7 @@ async def _provision_r3(js: JetStreamContext) -> None:
     report = await provision(js, consumers=[DISPATCH], buckets=[LEASE_BUCKET], replicas=3)
     assert report.ok, report.lines()
     for name in ("SESSIONS", "INPUTS", LEASES.stream_name):
-        await eventually(lambda n=name: _replicated(js, n), timeout=20, interval=0.2)
+        await eventually(partial(_replicated, js, name), timeout=20, interval=0.2)
 
 
 async def _meta_leader(js: JetStreamContext) -> bool:

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import asyncpg
@@ -151,7 +152,7 @@ async def _old_services(nats_url: str, dsn: str, work: Path) -> AsyncIterator[No
         )
     try:
         for port in ports.values():
-            await eventually(lambda p=port: _ready(p), timeout=30, interval=0.2)
+            await eventually(partial(_ready, port), timeout=30, interval=0.2)
         yield
     finally:
         stop.set()

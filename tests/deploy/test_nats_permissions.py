@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,7 @@ import nats
 import pytest
 import structlog
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
@@ -234,7 +236,7 @@ async def test_ledger_user_commits_facts_and_answers_its_rpc(secured: Secured) -
     ack = await ledger.js.publish("tavern.ledger.u1.observation.upserted", b"{}")
     assert ack.stream == "LEDGER"
 
-    async def answer(msg: nats.aio.msg.Msg) -> None:
+    async def answer(msg: Msg) -> None:
         await msg.respond(json.dumps({"ok": True}).encode())
 
     await ledger.nc.subscribe(subjects.rpc("ledger", "recall"), queue="ledger-rpc", cb=answer)
@@ -412,7 +414,7 @@ async def _services(secured: Secured, database_url: str, tmp_path: Path) -> Asyn
         runs.append(asyncio.create_task(serve(entry.name, app, settings, stop)))
     try:
         for port in ports.values():
-            await eventually(lambda p=port: _ready(p), timeout=30, interval=0.2)
+            await eventually(partial(_ready, port), timeout=30, interval=0.2)
         yield
     finally:
         stop.set()
@@ -441,7 +443,7 @@ async def test_no_user_may_listen_on_the_shared_inbox_or_another_users(
         await sniffer.nc.subscribe(subject)
     await sniffer.nc.flush()
     for subject in targets:
-        assert await eventually(lambda s=subject: _subscription_refused(sniffer, s), timeout=3)
+        assert await eventually(partial(_subscription_refused, sniffer, subject), timeout=3)
     own = await sniffer.nc.subscribe(f"_INBOX_{user}.>")
     await sniffer.nc.flush()
     await asyncio.sleep(0.2)
@@ -455,7 +457,7 @@ async def test_no_user_receives_another_users_rpc_reply(secured: Secured) -> Non
     ledger, loop = secured.users["ledger"], secured.users["loop"]
     secret = b'{"hits": ["what the user told the character in private"]}'
 
-    async def answer(msg: nats.aio.msg.Msg) -> None:
+    async def answer(msg: Msg) -> None:
         await msg.respond(secret)
 
     await ledger.nc.subscribe(subjects.rpc("ledger", "memory.search"), cb=answer)
@@ -464,7 +466,7 @@ async def test_no_user_receives_another_users_rpc_reply(secured: Secured) -> Non
         sniffer = secured.users[name]
         for subject in ("_INBOX.>", "_INBOX_loop.>", f"_INBOX_{name}.>", "tavern.>", "$JS.>"):
 
-            async def heard(msg: nats.aio.msg.Msg, who: str = name) -> None:
+            async def heard(msg: Msg, who: str = name) -> None:
                 overheard.append((who, msg.data))
 
             await sniffer.nc.subscribe(subject, cb=heard)
