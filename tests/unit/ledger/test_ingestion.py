@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tavern_ledger.domain.admission import Admitted, Refused, admit_draft
+from tavern_ledger.domain.contradiction import is_correction
 from tavern_ledger.domain.extract import (
     ExtractConfig,
     SessionFacts,
     Skip,
     clamp,
     extract,
-    is_correction,
     session_facts_of,
     user_label,
 )

@@ -180,13 +180,14 @@ def test_evidence_lines_round_trip_and_bad_lines_are_explained() -> None:
     parsed = port.parse_evidence(port.parse_line(text).data)
     assert replace(parsed, tokens=0) == replace(original, tokens=0)
     data = json.loads(text)["data"]
-    for change, message in [
+    refused: list[tuple[dict[str, object], str]] = [
         ({"contentHash": "0" * 64}, "contentHash"),
         ({"authority": "external_information"}, "inconsistent"),
         ({"confidence": 2}, "confidence"),
         ({"metadata": {"evil": 1}}, "not allowed"),
         ({"observedAt": "yesterday"}, "observedAt"),
-    ]:
+    ]
+    for change, message in refused:
         with pytest.raises(port.LineInvalid, match=message):
             port.parse_evidence({**data, **change})
     for bad in ["[]", '{"version": 2, "kind": "evidence", "data": {}}', "{oops"]:

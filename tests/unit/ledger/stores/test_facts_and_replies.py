@@ -117,7 +117,7 @@ class Admitted:
 
 
 async def _serve(op: rpc.Operation[Any], body: object, limiter: RateLimiter | None = None) -> Any:
-    ctx = StoreContext(pool=None, limits=StoreLimits(max_reply_bytes=1000))  # type: ignore[arg-type]
+    ctx = StoreContext(pool=None, limits=StoreLimits(max_reply_bytes=1000))
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     limiter = limiter or RateLimiter(RatePolicy(100, 100))
     return await rpc.serve(ctx, limiter, op, data, Admitted(), None, clock=lambda: 0.0)
