@@ -24,5 +24,5 @@ def test_the_operator_binds_any_card() -> None:
 
 
 def test_one_foreign_member_of_a_group_refuses_the_binding() -> None:
-    owners = {"a-card": "bob", "b-card": "alice"}
+    owners: dict[str, str | None] = {"a-card": "bob", "b-card": "alice"}
     assert foreign_character(BOB, "bob", owners) is not None

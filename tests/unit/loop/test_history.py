@@ -179,10 +179,10 @@ def test_repair_closes_an_interrupted_turn_with_synthetic_results() -> None:
     state = fold("s1", log.events)
     repaired = repair_events(state, log.draft)
     assert [e.type for e in repaired] == ["tool/result", "tool/result", "step/end", "turn/end"]
-    codes = [e.payload.error.code for e in repaired[:2]]  # type: ignore[attr-defined]
+    codes = [e.payload.error.code for e in repaired[:2]]
     assert codes == ["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"]
     end = repaired[-1].payload
-    assert (end.outcome, end.reason, end.steps) == ("failed", "interrupted", 1)  # type: ignore[attr-defined]
+    assert (end.outcome, end.reason, end.steps) == ("failed", "interrupted", 1)
     for event in repaired:
         state.apply(event.model_copy(update={"seq": state.last_seq + 1}))
     assert state.open_turn is None
@@ -213,7 +213,11 @@ def reference_messages(events: list[SessionEvent]) -> list[dict[str, object]]:
             entries.append((event.seq, message, tuple(c.id for c in p.tool_calls), None))
         elif isinstance(event, ToolResult):
             p2 = event.payload
-            tool = {"role": "tool", "tool_call_id": p2.call_id, "content": p2.content}
+            tool: dict[str, object] = {
+                "role": "tool",
+                "tool_call_id": p2.call_id,
+                "content": p2.content,
+            }
             entries.append((event.seq, tool, (), p2.call_id))
         elif isinstance(event, ContextCompacted):
             c = event.payload

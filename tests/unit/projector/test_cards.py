@@ -171,7 +171,7 @@ def _charx(files: dict[str, bytes]) -> bytes:
 
 
 def test_a_charx_card_imports_with_its_v3_assets_kept() -> None:
-    card = {
+    card: dict[str, Any] = {
         "spec": "chara_card_v3",
         "spec_version": "3.0",
         "data": {

@@ -20,7 +20,7 @@ def test_the_registry_hands_out_one_schema_list_until_a_tool_is_registered() -> 
     registry.register(tool("b", echo()))
     second = registry.schemas()
     assert second is not first
-    assert [s["function"]["name"] for s in second] == ["a", "b"]  # type: ignore[index]
+    assert [s["function"]["name"] for s in second] == ["a", "b"]
 
 
 def test_tool_tokens_are_the_same_counted_once_or_again() -> None:
