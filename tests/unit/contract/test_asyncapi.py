@@ -209,10 +209,13 @@ def test_services_parse_requests_with_the_contract_models() -> None:
     )
     for op in stores.OPERATIONS:
         assert op.request is rpc.BY_SUBJECT[f"tavern.rpc.ledger.{op.name}"].request
-    assert history.HistoryRequest is rpc.BY_SUBJECT["tavern.rpc.projector.history.search"].request
+    # history and replays import the models for their own use, without re-exporting them
+    history_request = vars(history)["HistoryRequest"]
+    assert history_request is rpc.BY_SUBJECT["tavern.rpc.projector.history.search"].request
     assert projector.LoreRequest is rpc.BY_SUBJECT["tavern.rpc.projector.lore.search"].request
     assert consolidator.DistilBody is rpc.BY_SUBJECT["tavern.rpc.consolidator.distil"].request
-    assert replays.ReplayStartRequest is rpc.BY_SUBJECT["tavern.rpc.projector.replay.start"].request
+    replay_request = vars(replays)["ReplayStartRequest"]
+    assert replay_request is rpc.BY_SUBJECT["tavern.rpc.projector.replay.start"].request
     assert (
         ledger.ObservationListBody is rpc.BY_SUBJECT["tavern.rpc.ledger.observation.list"].request
     )
