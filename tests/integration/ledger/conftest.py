@@ -83,7 +83,7 @@ class LedgerBus:
 
         async def check() -> bool:
             info = await self.js.consumer_info("SESSIONS", "ledger-ingest")
-            return info.num_pending == 0 and info.num_ack_pending == 0
+            return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
         await eventually(check, timeout=timeout)
 
