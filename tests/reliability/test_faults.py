@@ -154,7 +154,7 @@ async def test_every_input_survives_crashes_restarts_and_partitions(fault_stack:
     sessions = list(driver.sent)
     verdict = await verify(stack, driver, sessions)
     exits = stack.unexpected_exits()
-    row = [
+    row: list[object] = [
         verdict.inputs,
         len(verdict.lost),
         len(verdict.doubled),
