@@ -186,7 +186,7 @@ async def _run(stack: Stack, driver: Driver) -> None:
         await eventually(projected, timeout=30)
     finally:
         await db.close()
-    binding = {"chat_id": "chat-k", "character_id": mira}
+    binding: dict[str, object] = {"chat_id": "chat-k", "character_id": mira}
     opened = await driver.command("k1", "create", binding)
     assert await driver.wait(opened)
     await _turn(driver, "k1", "My sister Ines works as a pediatric nurse in Porto")
@@ -271,7 +271,8 @@ async def _replay(nc: Any) -> None:
 
     async def done() -> bool:
         status = {"job_id": job["job_id"]}
-        return (await _ask(nc, "tavern.rpc.projector.replay.status", status))["state"] == "done"
+        state = (await _ask(nc, "tavern.rpc.projector.replay.status", status))["state"]
+        return bool(state == "done")
 
     await eventually(done, timeout=30)
 

@@ -192,7 +192,7 @@ class Driver:
             if any(c.input_id == sent.input_id for c in claimed):
                 turn = event.turn
             if turn is not None and event.type == "turn/end" and event.turn == turn:
-                self._resolve(sent.input_id, event.payload.outcome)  # type: ignore[attr-defined]
+                self._resolve(sent.input_id, event.payload.outcome)
                 return
 
     def all_sent(self) -> list[Sent]:

@@ -123,13 +123,10 @@ def nesting_problems(log: Sequence[SessionEvent]) -> list[str]:
 
 
 def tool_problems(log: Sequence[SessionEvent]) -> list[str]:
-    calls = Counter(e.payload.call_id for e in log if e.type == "tool/call")  # type: ignore[attr-defined]
-    results = Counter(e.payload.call_id for e in log if e.type == "tool/result")  # type: ignore[attr-defined]
+    calls = Counter(e.payload.call_id for e in log if e.type == "tool/call")
+    results = Counter(e.payload.call_id for e in log if e.type == "tool/result")
     asked = Counter(
-        c.id
-        for e in log
-        if e.type == "assistant/message"
-        for c in e.payload.tool_calls  # type: ignore[attr-defined]
+        c.id for e in log if e.type == "assistant/message" for c in e.payload.tool_calls
     )
     found = [f"tool call {c} has {results[c]} results" for c in asked if results[c] != 1]
     found += [f"tool/call {c} was never asked for" for c in calls if c not in asked]
@@ -144,10 +141,10 @@ def check_claims(check: SessionCheck, sent: Iterable[Sent]) -> None:
     claimed_in: dict[str, int] = {}
     for event in check.log:
         if event.type in ("turn/start", "step/start"):
-            for claim in event.payload.claimed:  # type: ignore[attr-defined]
+            for claim in event.payload.claimed:
                 claims[claim.input_id] += 1
                 claimed_in.setdefault(claim.input_id, event.turn)
-    outcomes = {e.turn: e.payload.outcome for e in check.log if e.type == "turn/end"}  # type: ignore[attr-defined]
+    outcomes = {e.turn: e.payload.outcome for e in check.log if e.type == "turn/end"}
     for item in sent:
         if item.kind == "cancel":
             continue

@@ -111,6 +111,7 @@ class Verdict:
 
 async def verify(stack: Stack, driver: Driver, sessions: Sequence[str]) -> Verdict:
     """All invariants over `sessions`; the chat files get a few seconds to catch up."""
+    assert stack.nc is not None
     conn = await asyncpg.connect(stack.database_url)
     try:
         checks = []

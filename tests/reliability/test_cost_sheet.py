@@ -37,8 +37,9 @@ async def test_cost_sheet_measures_every_process_stream_and_the_database() -> No
     assert all(cost.cpu_ms[name] > 0 for name in ("loop", "ledger", "projector", "nats-server"))
     assert all(ms >= 0 for ms in cost.cpu_ms.values()), cost.cpu_ms
     assert cost.streams["SESSIONS"][0] >= 10, cost.streams  # a turn appends a dozen events
-    assert cost.streams["INPUTS"] == (1.0, pytest.approx(cost.streams["INPUTS"][1]))
-    assert cost.streams["INPUTS"][1] > 0
+    messages, size = cost.streams["INPUTS"]  # per turn
+    assert messages == 1.0, cost.streams
+    assert size > 0
     assert cost.bus["in_msgs"] > cost.streams["SESSIONS"][0]  # RPCs and acks ride the bus too
     assert all(cost.clients[name]["out_msgs"] > 0 for name in SERVICES), cost.clients
     assert cost.database["xact_commit"] > 0

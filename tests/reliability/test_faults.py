@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import pytest
 
@@ -71,16 +72,12 @@ async def _cut(stack: Stack, rng: random.Random, name: str) -> None:
 
 
 def fault_plan() -> list[Fault]:
-    plan = [
-        Fault(f"kill -9 {name}", lambda s, r, n=name: _kill_service(s, r, n)) for name in SERVICES
-    ]
+    plan = [Fault(f"kill -9 {name}", partial(_kill_service, name=name)) for name in SERVICES]
     plan += [
         Fault("kill -9 nats-server, restart", _kill_nats),
         Fault("stop postgres, restart", _restart_postgres),
     ]
-    plan += [
-        Fault(f"cut network of {name}", lambda s, r, n=name: _cut(s, r, n)) for name in SERVICES
-    ]
+    plan += [Fault(f"cut network of {name}", partial(_cut, name=name)) for name in SERVICES]
     return plan
 
 
@@ -157,7 +154,7 @@ async def test_every_input_survives_crashes_restarts_and_partitions(fault_stack:
     sessions = list(driver.sent)
     verdict = await verify(stack, driver, sessions)
     exits = stack.unexpected_exits()
-    row = [
+    row: list[object] = [
         verdict.inputs,
         len(verdict.lost),
         len(verdict.doubled),

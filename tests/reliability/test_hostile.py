@@ -81,7 +81,7 @@ def _event(name: str, session_id: str, **changes: Any) -> SessionEvent:
     payload = changes.pop("payload", {})
     raw["payload"] = {**raw["payload"], **payload}
     raw.update(changes)
-    return decode(raw, SessionEvent)  # type: ignore[no-any-return]
+    return decode(raw, SessionEvent)
 
 
 async def _tool_output(writer: SessionLogWriter, fed: Fed) -> None:
@@ -89,7 +89,12 @@ async def _tool_output(writer: SessionLogWriter, fed: Fed) -> None:
     log it: a well-formed turn appended with the real writer)."""
     sid, call = fed.tool, f"call_0_{new_id()[-10:]}"
     created = {"chat_id": sid, "character_id": None, "persona_id": None, "title": None}
-    asked = {"content": "", "reasoning_content": None, "provider": "offline", "model": "x"}
+    asked: dict[str, object] = {
+        "content": "",
+        "reasoning_content": None,
+        "provider": "offline",
+        "model": "x",
+    }
     asked["tool_calls"] = [{"id": call, "name": "web_fetch", "arguments": '{"url": "x"}'}]
     events = [
         _event("session__created", sid, payload=created),
@@ -144,7 +149,7 @@ def _memory_outcome(result: dict[str, Any] | None) -> str:
     payload = result["payload"]
     if not payload["ok"]:
         return "blocked"
-    state = json.loads(payload["content"]).get("state", "?")
+    state: str = json.loads(payload["content"]).get("state", "?")
     return {"active": "let through"}.get(state, state)
 
 

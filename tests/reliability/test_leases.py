@@ -9,6 +9,7 @@ import asyncio
 
 import nats
 import pytest
+from nats.aio.client import Client
 
 from tavern_loop.lease import Lease, LeaseKeeper, Leases, lease_key
 from tavern_runtime.provision import provision
@@ -16,7 +17,7 @@ from tavern_runtime.provision import provision
 pytestmark = pytest.mark.integration
 
 
-async def _leases(nats_url: str) -> tuple[nats.NATS, Leases]:
+async def _leases(nats_url: str) -> tuple[Client, Leases]:
     nc = await nats.connect(nats_url)
     await provision(nc.jetstream())
     kv = await nc.jetstream().key_value("tavern_leases")

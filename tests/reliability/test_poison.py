@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
@@ -157,7 +158,7 @@ async def test_poison_on_every_stream_is_dead_lettered_and_consumers_keep_going(
         outcomes += await _stream_round(
             stack,
             "SESSIONS",
-            lambda key, t=event_type: subjects.session_event(key, t),
+            partial(subjects.session_event, event_type=event_type),
             corpus.session_poison,
             lambda: _good_session_event(good_session),
         )

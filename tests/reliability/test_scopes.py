@@ -445,7 +445,8 @@ async def test_tool_calls_cannot_reach_another_sessions_scope(stack: Stack, worl
 def _short(result: dict[str, Any]) -> str:
     if not result["ok"]:
         return f"error {(result.get('error') or {}).get('code', '?')}"
-    return "ok " + result["content"][:50]
+    content: str = result["content"]
+    return "ok " + content[:50]
 
 
 async def _log(stack: Stack, session_id: str) -> list[bytes]:

@@ -81,7 +81,7 @@ async def _chat(c: Client, text: str, **binding: Any) -> str:
 
 
 async def _events(
-    c: Client, session_id: str, until: str, times: int = 1, **headers: str
+    c: Client, session_id: str, until: str, times: int = 1, headers: dict[str, str] | None = None
 ) -> list[tuple[int, Any]]:
     """SSE events of a session, until the `times`th of type `until`."""
     found: list[tuple[int, Any]] = []
@@ -270,7 +270,7 @@ async def test_sessions_streams_and_memory_answer_their_owner_only(
 
     # Resume after Last-Event-ID: the next event is the one after it, none twice.
     ids = [i for i, _ in events]
-    resumed = await _events(owner, session_id, "turn/end", **{"Last-Event-ID": str(ids[2])})
+    resumed = await _events(owner, session_id, "turn/end", headers={"Last-Event-ID": str(ids[2])})
     assert next(i for i, _ in resumed) > ids[2]
     assert [i for i, _ in resumed] == [i for i in ids if i > ids[2]]
 

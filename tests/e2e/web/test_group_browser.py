@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ async def _group_chat(stack: Stack, page: Any) -> None:
         await page.get_by_label("Card, lorebook or persona file").set_input_files(str(CARDS / card))
         await page.get_by_text(f"Imported character {name}.").wait_for()
     for name in MEMBERS:  # the gallery is the gateway's; the loop names speakers by the projector's
-        await eventually(lambda name=name: _projected(stack, name), timeout=60, interval=0.5)
+        await eventually(partial(_projected, stack, name), timeout=60, interval=0.5)
 
     # Two members picked: the chat is a group (each member opens it with its greeting).
     for name in MEMBERS:
@@ -103,4 +104,4 @@ async def _projected(stack: Stack, name: str) -> bool:
     assert stack.nc is not None
     body = json.dumps({"character": name, "fields": ["name"]}).encode()
     reply = await stack.nc.request(subjects.rpc("projector", "character.get"), body, timeout=5)
-    return json.loads(reply.data).get("name") == name
+    return bool(json.loads(reply.data).get("name") == name)

@@ -5,6 +5,7 @@ entry that the `audit` RPC returns."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ async def test_a_failed_batch_is_audited_and_leaves_the_watermark(tavern: Tavern
     await tavern.session("s1")
     await tavern.say("s1", *FACTS)
 
-    async def audited() -> list[dict[str, object]]:
+    async def audited() -> list[dict[str, Any]]:
         trail = await tavern.rpc("consolidator", "audit", scope_id="s1", op="consolidate")
         return list(trail["entries"])
 

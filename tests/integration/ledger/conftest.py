@@ -4,7 +4,7 @@ handle to publish session events, call its RPCs and look at its tables."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +43,14 @@ class LedgerBus:
         return (await self.js.publish(subject, data)).seq
 
     async def rpc(
-        self, name: str, /, *, headers: dict[str, str] | None = None, **body: Any
+        self, name: str, /, *, headers: Mapping[str, str] | None = None, **body: Any
     ) -> dict[str, Any]:
         """Call `tavern.rpc.ledger.<name>` as the operator, unless `headers` say who else."""
         reply = await self.nc.request(
             subjects.rpc("ledger", name),
             json.dumps(body, default=str).encode(),
             timeout=10,
-            headers=auth() if headers is None else headers,
+            headers=auth() if headers is None else dict(headers),
         )
         found: dict[str, Any] = json.loads(reply.data)
         return found
@@ -83,7 +83,7 @@ class LedgerBus:
 
         async def check() -> bool:
             info = await self.js.consumer_info("SESSIONS", "ledger-ingest")
-            return info.num_pending == 0 and info.num_ack_pending == 0
+            return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
         await eventually(check, timeout=timeout)
 

@@ -246,7 +246,7 @@ async def test_two_users_of_one_character_each_recall_only_their_own_chats(
     ]
     last = 0
     for event in events:
-        last = await ledger.publish(event)  # type: ignore[arg-type]
+        last = await ledger.publish(event)
     await ledger.ingested_through(last)
     question = "what does Ines do? where do I live?"
     alice = await ledger.rpc("recall", headers=ALICE, session_id="a2", query=question)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -111,9 +112,11 @@ async def test_evidence_facts_are_published_once_with_the_evidence_id(ledger: Le
     await ledger.ingested_through(last)
     [row] = await ledger.evidence(session_id="s1")
 
-    async def fact() -> dict[str, object] | None:
+    async def fact() -> dict[str, Any]:
         msg = await ledger.js.get_last_msg("LEDGER", "tavern.ledger.s1.evidence.appended")
-        return json.loads(msg.data)
+        assert msg.data is not None
+        found: dict[str, Any] = json.loads(msg.data)
+        return found
 
     found = await eventually(fact, timeout=10)
     assert found["id"] == row["id"]
@@ -125,9 +128,9 @@ async def test_evidence_facts_are_published_once_with_the_evidence_id(ledger: Le
 async def test_a_message_that_fails_inside_a_batch_is_isolated_and_dead_lettered(
     ledger: LedgerBus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tavern_ledger.domain import ingestion
+    from tavern_ledger.domain import admission, ingestion
 
-    real = ingestion.admit_draft
+    real = admission.admit_draft
 
     def fragile(draft, scope_id, gate):  # type: ignore[no-untyped-def]
         if "explode" in draft.text:
@@ -143,9 +146,11 @@ async def test_a_message_that_fails_inside_a_batch_is_isolated_and_dead_lettered
     contents = [r["content"] for r in await ledger.evidence(session_id="s1")]
     assert contents == ["first fine message", "last fine message"]
 
-    async def parked() -> dict[str, object] | None:
+    async def parked() -> dict[str, object]:
         msg = await ledger.js.get_last_msg(DLQ.name, "tavern.dlq.ledger")
-        return json.loads(msg.data)
+        assert msg.data is not None
+        found: dict[str, object] = json.loads(msg.data)
+        return found
 
     record = await eventually(parked, timeout=10)
     assert record["stream_seq"] == 2

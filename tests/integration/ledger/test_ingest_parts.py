@@ -67,9 +67,9 @@ async def test_poison_and_a_failing_message_in_later_parts_are_dead_lettered_aft
     """Parts are decoded only as they are planned: poison met in a later part, and a message
     whose planning fails there (the batch then goes message by message, decoding the parts it
     had not reached), are dead-lettered, and every other message is stored once."""
-    from tavern_ledger.domain import ingestion
+    from tavern_ledger.domain import admission, ingestion
 
-    real = ingestion.admit_draft
+    real = admission.admit_draft
 
     def fragile(draft, scope_id, gate):  # type: ignore[no-untyped-def]
         if "explode" in draft.text:

@@ -6,6 +6,7 @@ its memory to itself; an as-of recall is the view of its moment."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -85,7 +86,7 @@ async def test_as_of_recall_takes_no_carry_over_from_the_live_session(ledger: Le
     )
     query = "room Oslo Lisbon Mondays"
     after_both = (at(30) + timedelta(seconds=1)).isoformat()
-    asked = {"session_id": "s1", "query": query, "explain": True, "turn": 3}
+    asked: dict[str, Any] = {"session_id": "s1", "query": query, "explain": True, "turn": 3}
     fresh = await ledger.rpc("recall", **asked, step=2, as_of=after_both)
     live = await ledger.rpc("recall", **asked, step=1)
     assert "room Oslo" in live["text"]

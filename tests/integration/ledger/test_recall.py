@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -134,7 +135,7 @@ async def test_redacted_and_deleted_items_leave_recall_and_export(ledger: Ledger
     assert stored == 0
 
 
-async def _export(ledger: LedgerBus, **options: object) -> str:
+async def _export(ledger: LedgerBus, **options: Any) -> str:
     lines: list[str] = []
     cursor = None
     while True:

@@ -6,6 +6,8 @@ correction that matches nothing takes nothing away; a redelivery changes nothing
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.integration.ledger.conftest import LedgerBus
@@ -22,7 +24,7 @@ async def _ingest(ledger: LedgerBus, *events: object) -> int:
     return last
 
 
-async def _by_text(ledger: LedgerBus, **where: object) -> dict[str, dict[str, object]]:
+async def _by_text(ledger: LedgerBus, **where: object) -> dict[str, dict[str, Any]]:
     return {str(r["content"]): r for r in await ledger.evidence(**where)}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -68,7 +68,7 @@ class LoopBus:
         session_id: str,
         text: str,
         input_id: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> str:
         """Publish a message input (as the operator unless `headers` carry another
         principal); returns its input_id (stored once it returns)."""
@@ -79,7 +79,7 @@ class LoopBus:
         session_id: str,
         text: str,
         input_id: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[str, int]:
         """Publish a message input; returns its input_id and INPUTS stream sequence."""
         command = MessageInput(
@@ -91,7 +91,7 @@ class LoopBus:
         seq = await self._publish(command, "message", headers)
         return command.input_id, seq
 
-    async def cancel(self, session_id: str, headers: dict[str, str] | None = None) -> None:
+    async def cancel(self, session_id: str, headers: Mapping[str, str] | None = None) -> None:
         await self._publish(
             CancelInput(input_id=new_id(), session_id=session_id, ts=datetime.now(UTC)),
             "cancel",
@@ -102,7 +102,7 @@ class LoopBus:
         self,
         session_id: str,
         name: str,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         args: dict[str, Any] | None = None,
     ) -> str:
         """Publish a command input; returns its input_id."""
@@ -113,7 +113,9 @@ class LoopBus:
         await self._publish(command, "command", headers)
         return command.input_id
 
-    async def _publish(self, command: Any, kind: str, headers: dict[str, str] | None = None) -> int:
+    async def _publish(
+        self, command: Any, kind: str, headers: Mapping[str, str] | None = None
+    ) -> int:
         subject = subjects.session_input(command.session_id, kind)
         ack = await self.js.publish(
             subject, encode(command), headers={"Nats-Msg-Id": command.input_id, **(headers or {})}

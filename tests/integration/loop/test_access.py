@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 
 import nats
 import pytest
+from nats.aio.client import Client
 
 from tavern_events import subjects
+from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
 from tavern_events.input import MessageInput, MessageInputPayload
 from tavern_events.union import encode
@@ -23,12 +25,12 @@ pytestmark = pytest.mark.integration
 ALICE, BOB = signed_user("alice"), signed_user("bob")  # signed when used
 
 
-def ended(events: list, turn: int) -> tuple[str, str | None]:
+def ended(events: list[SessionEvent], turn: int) -> tuple[str, str | None]:
     [end] = [e for e in events if e.type == "turn/end" and e.turn == turn]
     return end.payload.outcome, end.payload.reason
 
 
-def user_texts(events: list) -> list[str]:
+def user_texts(events: list[SessionEvent]) -> list[str]:
     return [e.payload.text for e in events if e.type == "user/message" and e.source == "user"]
 
 
@@ -86,7 +88,7 @@ async def test_inputs_without_a_genuine_current_principal_are_rejected(bus: Loop
     assert user_texts(events) == ["mine"]
 
 
-async def publish(nc: nats.NATS, session_id: str, text: str, headers: dict[str, str]) -> None:
+async def publish(nc: Client, session_id: str, text: str, headers: dict[str, str]) -> None:
     command = MessageInput(
         input_id=new_id(),
         session_id=session_id,

@@ -108,9 +108,15 @@ async def test_with_replicated_streams_events_staged_together_append_as_one_batc
     batches: list[int] = []
     append = writer.append
 
-    async def counted(session_id: str, events: Sequence[SessionEvent], **kw: int) -> Appended:
+    async def counted(
+        session_id: str,
+        events: Sequence[SessionEvent],
+        *,
+        expected_last: int,
+        payloads: Sequence[bytes] | None = None,
+    ) -> Appended:
         batches.append(len(events))
-        return await append(session_id, events, **kw)
+        return await append(session_id, events, expected_last=expected_last, payloads=payloads)
 
     writer.append = counted  # type: ignore[method-assign]
     held = HeldLog(sid, writer, [])

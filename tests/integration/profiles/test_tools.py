@@ -237,4 +237,4 @@ async def _evidence(ledger: Ledger, session_id: str, text: str) -> list[dict[str
 async def _ingested(ledger: Ledger) -> bool:
     """Ingestion took every session event so far (the acp_query results among them)."""
     info = await ledger.js.consumer_info("SESSIONS", "ledger-ingest")
-    return info.num_pending == 0 and info.num_ack_pending == 0
+    return bool(info.num_pending == 0 and info.num_ack_pending == 0)

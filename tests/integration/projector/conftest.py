@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,7 +65,7 @@ class Projector:
         return bool(json.loads(reply.data).get("ok"))
 
     async def rpc(
-        self, operation: str, body: dict[str, Any], headers: dict[str, str] | None = None
+        self, operation: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
         """Ask the projector as the operator (the bus client's principal) unless `headers`
         carry another."""
@@ -73,7 +73,7 @@ class Projector:
             f"tavern.rpc.projector.{operation}",
             json.dumps(body).encode(),
             timeout=5,
-            headers=headers,
+            headers=None if headers is None else dict(headers),
         )
         found: dict[str, Any] = json.loads(reply.data)
         return found

@@ -147,8 +147,8 @@ async def test_each_user_reads_only_their_own_cards_and_another_users_is_not_fou
     carol = await projector.rpc("character.get", by_name, headers=signed_user("carol"))
     assert carol["error"]["code"] == "not_found", "a user with no Mira sees none"
     for asset in (alices, bobs, locals_):  # the operator and a service on its own reach all
-        for headers in (auth(), auth(principals.service("loop"))):
-            found = await projector.rpc("character.get", {"character": asset}, headers=headers)
+        for caller in (auth(), auth(principals.service("loop"))):
+            found = await projector.rpc("character.get", {"character": asset}, headers=caller)
             assert found["source"]["id"] == asset
 
 

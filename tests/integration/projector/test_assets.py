@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,11 +63,11 @@ async def test_generated_png_cards_import_with_their_lorebooks(projector: Projec
     assert "secrets" in refused["error"]["message"]
 
 
-BROKEN_PNGS = {
+BROKEN_PNGS: dict[str, Callable[[bytes], bytes]] = {
     "truncated": lambda png: png[: len(png) - 30],
     "bad-crc": lambda png: png[:-12] + b"\x00" * 12,
 }
-WRONG_TYPES = [
+WRONG_TYPES: list[tuple[dict[str, object], str]] = [
     ({"spec": "chara_card_v9"}, "spec"),
     ({"data": "not an object"}, "data"),
     ({"data.name": 42}, "data.name"),
@@ -171,7 +172,7 @@ async def test_the_projector_waits_for_its_streams_and_then_consumes(
     nc = await nats.connect(nats_url)
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
     projector = Projector(None, settings_for(nats_url, database_url, tmp_path), pool)  # type: ignore[arg-type]
-    projector.bus = type("Bus", (), {"nc": nc, "js": nc.jetstream()})()  # type: ignore[assignment]
+    projector.bus = type("Bus", (), {"nc": nc, "js": nc.jetstream()})()
     try:
         await projector.start()  # nothing provisioned: it runs, answers ping, and waits
         await provision(nc.jetstream(), consumers=catalog.CONSUMERS, buckets=())

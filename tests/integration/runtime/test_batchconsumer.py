@@ -70,7 +70,7 @@ async def settled(js: JetStreamContext) -> bool:
         info = await js.consumer_info(STREAM, SPEC.name)
     except NotFoundError:  # the reader has not created its durable yet
         return False
-    return info.num_pending == 0 and info.num_ack_pending == 0
+    return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
 
 async def test_batches_come_in_stream_order_and_are_acked(

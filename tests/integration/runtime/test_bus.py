@@ -66,15 +66,16 @@ async def test_broker_nacks_a_failing_handler_until_max_deliver(
     deliveries: list[int] = []
     broker = build_broker(settings, "worker", on_lost=lost)
 
-    @broker.subscriber(
+    async def fail(body: Any) -> None:
+        deliveries.append(1)
+        raise RuntimeError("handler bug")
+
+    broker.subscriber(
         "tavern.input.>",
         stream=JStream("INPUTS", declare=False),
         durable="worker",
         pull_sub=PullSub(batch_size=1, timeout=0.2),
-    )
-    async def fail(body: Any) -> None:
-        deliveries.append(1)
-        raise RuntimeError("handler bug")
+    )(fail)
 
     async with broker:
         await broker.start()

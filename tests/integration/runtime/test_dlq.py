@@ -113,12 +113,6 @@ async def test_faststream_handler_dead_letters_poison_and_handles_the_rest(
     handled: list[dict[str, Any]] = []
     broker = build_broker(settings, "dlq-test", on_lost=lambda: None)
 
-    @broker.subscriber(
-        "tavern.input.>",
-        stream=JStream("INPUTS", declare=False),
-        durable="loop-dispatch",
-        pull_sub=PullSub(batch_size=1, timeout=0.2),
-    )
     async def on_input(body: Any, msg: NatsMessage) -> None:
         try:
             handled.append(json.loads(msg.body))
@@ -131,6 +125,13 @@ async def test_faststream_handler_dead_letters_poison_and_handles_the_rest(
                 reason="not JSON",
                 error=exc,
             )
+
+    broker.subscriber(
+        "tavern.input.>",
+        stream=JStream("INPUTS", declare=False),
+        durable="loop-dispatch",
+        pull_sub=PullSub(batch_size=1, timeout=0.2),
+    )(on_input)
 
     async with broker:
         await broker.start()

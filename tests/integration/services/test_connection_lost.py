@@ -22,8 +22,12 @@ async def test_serve_exits_non_zero_when_the_connection_closes_for_good(
 ) -> None:
     # A broker that gives up after one reconnect (bus.build_broker never does; this one
     # stands in for any connection that nats-py closes for good, e.g. revoked credentials).
+    # faststream and nats-py annotate reconnect_time_wait as int, but nats-py sleeps it as
+    # seconds: a tenth of one keeps the test quick.
     broker = NatsBroker(
-        nats_server.url_as("operator"), max_reconnect_attempts=1, reconnect_time_wait=0.1
+        nats_server.url_as("operator"),
+        max_reconnect_attempts=1,
+        reconnect_time_wait=0.1,  # type: ignore[arg-type]
     )
     settings = TavernSettings(
         nats_url=nats_server.url_as("operator"), data_dir=tmp_path, health_port=0

@@ -31,14 +31,15 @@ async def test_metrics_show_pending_and_ack_pending_of_a_durable(
     broker = build_broker(settings, "probe", on_lost=lambda: None)
     release = asyncio.Event()
 
-    @broker.subscriber(
+    async def hold(body: dict[str, object]) -> None:
+        await release.wait()
+
+    broker.subscriber(
         "tavern.session.>",
         stream=JStream("SESSIONS", declare=False),
         durable="probe",
         pull_sub=PullSub(batch_size=1),
-    )
-    async def hold(body: dict[str, object]) -> None:
-        await release.wait()
+    )(hold)
 
     stop = asyncio.Event()
     task = asyncio.create_task(serve("probe", FastStream(broker), settings, stop=stop))
@@ -108,16 +109,17 @@ async def test_stop_lets_an_in_flight_handler_finish_and_ack(tmp_path: Path, nat
     broker = build_broker(settings, "slow", on_lost=lambda: None)
     started, finished = asyncio.Event(), asyncio.Event()
 
-    @broker.subscriber(
-        "tavern.session.>",
-        stream=JStream("SESSIONS", declare=False),
-        durable="slow",
-        pull_sub=PullSub(batch_size=1),
-    )
     async def slow(body: dict[str, object]) -> None:
         started.set()
         await asyncio.sleep(1.0)
         finished.set()
+
+    broker.subscriber(
+        "tavern.session.>",
+        stream=JStream("SESSIONS", declare=False),
+        durable="slow",
+        pull_sub=PullSub(batch_size=1),
+    )(slow)
 
     stop = asyncio.Event()
     task = asyncio.create_task(serve("slow", FastStream(broker), settings, stop=stop))

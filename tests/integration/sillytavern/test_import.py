@@ -41,7 +41,7 @@ async def chat_file(projector: Projector, session_id: str) -> list[dict[str, Any
 
 
 def unmarked(line: dict[str, Any]) -> dict[str, Any]:
-    found = json.loads(json.dumps(line))
+    found: dict[str, Any] = json.loads(json.dumps(line))
     found.get("extra", {}).pop("agentTavern", None)
     found.get("chat_metadata", {}).pop("agentTavern", None)
     return found

@@ -43,7 +43,7 @@ async def redeliver(ledger: Ledger, event: object) -> None:
 
 async def settled(ledger: Ledger) -> bool:
     info = await ledger.js.consumer_info("SESSIONS", "ledger-bindings")
-    return info.num_pending == 0 and info.num_ack_pending == 0
+    return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
 
 async def test_binding_is_kept_from_session_created(ledger: Ledger) -> None:
@@ -161,7 +161,9 @@ async def test_an_event_postgres_refuses_is_dead_lettered_and_the_rest_of_its_ba
     assert await ledger.binding("s-before") is not None
     assert await ledger.binding("s-after") is not None
     assert await ledger.binding("s-refused") is None
-    record = decode_dead_letter((await ledger.js.get_last_msg("DLQ", "tavern.dlq.ledger")).data)
+    parked = await ledger.js.get_last_msg("DLQ", "tavern.dlq.ledger")
+    assert parked.data is not None
+    record = decode_dead_letter(parked.data)
     assert record.subject == "tavern.session.s-refused.session.created"
     assert "refused for the test" in record.reason
 
@@ -174,7 +176,7 @@ async def test_a_mode_change_of_a_session_never_created_does_not_hold_up_the_con
 
     async def handed_back() -> bool:
         info = await ledger.js.consumer_info("SESSIONS", "ledger-bindings")
-        return info.num_redelivered >= 1
+        return bool(info.num_redelivered >= 1)
 
     await eventually(handed_back, timeout=10)
     assert await ledger.binding("s-orphan") is None

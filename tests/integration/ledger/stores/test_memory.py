@@ -173,6 +173,6 @@ async def test_changes_publish_facts_with_ids_derived_from_id_and_revision(
     assert (variable.payload.name, variable.payload.value, variable.scope_id) == ("hp", 3, "chat_1")
 
     async def drained() -> bool:  # the ledger's one outbox keeps nothing once published
-        return await ledger.db.fetchval("SELECT count(*) FROM ledger.outbox") == 0
+        return bool(await ledger.db.fetchval("SELECT count(*) FROM ledger.outbox") == 0)
 
     assert await eventually(drained, timeout=10)

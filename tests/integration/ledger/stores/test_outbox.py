@@ -11,6 +11,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
+from tavern_events.envelope import LedgerFact
 from tavern_events.ledger import MemoryChanged, VariableChanged
 from tavern_events.streams import LEDGER
 from tavern_events.union import decode
@@ -75,7 +76,7 @@ async def test_store_facts_wait_in_the_outbox_until_the_relay_publishes_them_onc
     js = nc.jetstream()
     sub = await js.pull_subscribe("tavern.ledger.chat_1.>", stream=LEDGER.name)
     msgs = await sub.fetch(2, timeout=5)
-    facts = [decode(m.data) for m in msgs]
+    facts = [decode(m.data, LedgerFact) for m in msgs]
     assert [type(f) for f in facts] == [MemoryChanged, VariableChanged]
     assert [m.headers["Nats-Msg-Id"] for m in msgs if m.headers] == [f.id for f in facts]
     assert (await js.stream_info(LEDGER.name)).state.messages == 2
