@@ -8,6 +8,12 @@ from nats-server's monitoring `/varz` (RPCs included), transactions from `pg_sta
 records, writes and fsyncs from `pg_stat_wal` and `pg_stat_io` and its bytes from the WAL's
 insert position, statements per service role from `pg_stat_statements` when the server
 preloads it (`enable_statement_stats` does so for a stack of the bench).
+
+Backends report their `pg_stat_database` and `pg_stat_wal` counts when they flush their
+statistics: at most once a second while busy, within 10 s once idle. The counts of a run's last
+seconds can therefore come after the sheet is read. Over a bench's minutes that is a small
+share; over a run of a few seconds the transaction and fsync counts can even read zero. WAL
+bytes (from the insert position) and statements (`pg_stat_statements`) are exact at once.
 """
 
 from __future__ import annotations
