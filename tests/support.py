@@ -8,6 +8,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
+from nats.aio.client import Client
+
 T = TypeVar("T")
 
 
@@ -52,7 +54,7 @@ TEST_AUTH_KEY = "tavern-test-auth-key-0123456789abcdef"
 started in process or as processes check tokens against it."""
 
 
-async def flushed(nc: Any) -> None:
+async def flushed(nc: Client) -> None:
     """Return once the server has everything `nc` was asked to send, subscriptions included.
 
     nats-py's `flush()` writes its PING straight to the socket while a SUB may still wait in the
