@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import structlog
 from faststream import FastStream
 
-from tavern_runtime import health, pg, tracing
+from tavern_runtime import collector, health, pg, tracing
 from tavern_runtime.bus import EXIT_CONNECTION_LOST as EXIT_CONNECTION_LOST
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import configure_logging
@@ -95,6 +95,7 @@ def run_service(name: str, build_app: Callable[[S], FastStream], settings: S) ->
     except TavernError as exc:
         log.error("service_misconfigured", error=exc.message)
         sys.exit(EXIT_FAILED)
+    collector.settle()
     try:
         code = asyncio.run(serve(name, app, settings))
     finally:
