@@ -7,6 +7,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
+from urllib.parse import parse_qs, quote, urlsplit
 
 from nats.aio.client import Client
 
@@ -134,3 +135,17 @@ def has_samples(exposition: str, expected: list[str]) -> bool:
         }
 
     return samples("\n".join(expected) + "\n") <= samples(exposition)
+
+
+def passwordless_logins(dsn: str) -> list[str]:
+    """The superuser's logins without a password to the Postgres of `dsn`: over loopback TCP,
+    and over its Unix socket when `dsn` goes through one."""
+    parts = urlsplit(dsn)
+    query = parse_qs(parts.query)
+    port = parts.port or int(query["port"][0])
+    database = parts.path.lstrip("/")
+    found = [f"postgresql://postgres@127.0.0.1:{port}/{database}"]
+    if "host" in query:
+        socket_dir = quote(query["host"][0], safe="/")
+        found.append(f"postgresql://postgres@/{database}?host={socket_dir}&port={port}")
+    return found

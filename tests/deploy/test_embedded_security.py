@@ -29,7 +29,7 @@ from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from tavern_runtime.service import serve
 from tavern_runtime.settings import TavernSettings
 from tests.deploy.test_nats_permissions import _settings_class
-from tests.support import eventually
+from tests.support import eventually, passwordless_logins
 
 pytestmark = pytest.mark.integration
 
@@ -267,9 +267,9 @@ async def test_up_upgrades_an_old_trusting_data_dir_keeping_every_session_and_me
             )
         admin = servers["database_url"]
         assert await _stored(admin) == rows
-        port = admin.rsplit(":", 1)[1].split("/")[0]
-        with pytest.raises(asyncpg.PostgresError, match="password"):
-            await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/tavern", password="")
+        for login in passwordless_logins(admin):
+            with pytest.raises(asyncpg.PostgresError, match="password"):
+                await asyncpg.connect(login, password="")
         ledger = role_dsn(admin, "ledger", credentials["postgres"]["ledger"])
         conn = await asyncpg.connect(ledger)
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
 
@@ -32,11 +32,13 @@ class DatabaseUnavailable(TransientError):
 
 
 def describe_dsn(dsn: str) -> str:
-    """`user@host:port/database` of a DSN: safe to log, no password."""
+    """`user@host:port/database` of a DSN: safe to log, no password. A Unix socket's
+    directory (`?host=/dir`) stands for the host."""
     parts = urlsplit(dsn)
+    query = parse_qs(parts.query)
     user = unquote(parts.username) if parts.username else ""
-    host = parts.hostname or "localhost"
-    port = parts.port or 5432
+    host = parts.hostname or (query.get("host") or ["localhost"])[0]
+    port = parts.port or int((query.get("port") or ["5432"])[0])
     database = parts.path.lstrip("/") or user or "postgres"
     return f"{user + '@' if user else ''}{host}:{port}/{database}"
 

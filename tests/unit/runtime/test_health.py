@@ -75,3 +75,8 @@ def test_dsn_is_described_without_its_password() -> None:
     dsn = "postgresql://tavern:s3cr%40t@db.internal:6543/tavern"
     assert pg.describe_dsn(dsn) == "tavern@db.internal:6543/tavern"
     assert "s3cr" not in pg.redact("auth failed for s3cr@t and s3cr%40t", dsn)
+
+
+def test_a_unix_socket_dsn_is_described_by_its_directory() -> None:
+    dsn = "postgresql://tavern:s3cret@/tavern?host=/srv/my%20data/pgdata&port=6543"
+    assert pg.describe_dsn(dsn) == "tavern@/srv/my data/pgdata:6543/tavern"
