@@ -1,6 +1,9 @@
-"""Versions of the services under the same load, interleaved: A, B, A, B, ... each on a fresh
-stack, so a noisy shared machine loads them alike. Prints each run's rate, latency and per-turn
-cost, and every figure's median with its ratio to the first version's.
+"""Versions of the services under the same load, interleaved, each on a fresh stack, so a noisy
+shared machine loads them alike. Two versions that did the same work under the load (the loop
+appended no atomic batch in either) once came out a quarter apart in p99, the same way in all
+four rounds, run A then B each time: so the order turns around every round (A B, B A, ...).
+Prints each run's rate, latency and per-turn cost, every figure's median with its ratio to the
+first version's, and in how many rounds each version beat the first one's rate.
 
     git archive <commit> libs services | tar -x -C /tmp/a
     .venv/bin/python -m bench.load_ab --tree A=/tmp/a --tree B=. --rounds 3 --sessions 50
@@ -57,6 +60,23 @@ def figures(report: LoadReport) -> dict[str, float]:
     return found
 
 
+def order(names: list[str], round_: int) -> list[str]:
+    """The versions in the order round `round_` (1-based) runs them: reversed every other round."""
+    return list(names) if round_ % 2 else list(reversed(names))
+
+
+def wins(runs: dict[str, list[dict[str, float]]], key: str = "turns/s") -> list[str]:
+    """For each version after the first: in how many rounds its `key` beat the first's."""
+    names = list(runs)
+    first = runs[names[0]]
+    out = []
+    for name in names[1:]:
+        pairs = list(zip(first, runs[name], strict=False))
+        won = sum(1 for a, b in pairs if b.get(key, 0.0) > a.get(key, 0.0))
+        out.append(f"{name} beat {names[0]} on {key} in {won} of {len(pairs)} rounds")
+    return out
+
+
 def summary(runs: dict[str, list[dict[str, float]]]) -> list[str]:
     """Each figure's median per version, and its ratio to the first version's."""
     names = list(runs)
@@ -83,13 +103,13 @@ async def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     sheets: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for round_ in range(1, args.rounds + 1):
-        for name, tree in trees.items():
-            report = await one(tree.resolve(), args.sessions, args.turns)
+        for name in order(list(trees), round_):
+            report = await one(trees[name].resolve(), args.sessions, args.turns)
             runs[name].append(figures(report))
             sheets[name].append(report.cost.as_json())
             print(f"round {round_} {name}: " + "; ".join(report.lines()[:2]), flush=True)
             print("\n".join(report.cost.lines()[:12]), flush=True)
-    print("\n".join(summary(runs)))
+    print("\n".join([*summary(runs), *wins(runs)]))
     if args.json:
         args.json.write_text(json.dumps({"runs": runs, "sheets": sheets}, indent=1))
     return 0
