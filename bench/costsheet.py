@@ -57,6 +57,8 @@ class Counters:
     statements: Mapping[str, int] | None = None
     """`<role>: <statement>` -> times executed (`pg_stat_statements`), None when it is not
     loaded."""
+    machine: Mapping[str, int] = field(default_factory=dict)
+    """The machine's CPU time by kind (`/proc/stat`, clock ticks over all cores)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ class CostSheet:
     consumers: dict[str, str]
     """consumer -> the service that reads it."""
     lags: list[LagPoint]
+    machine: dict[str, float] = field(default_factory=dict)
+    """Share of the machine's CPU time over the run: `busy`, `iowait`, `idle`, and `steal`
+    (taken by the host of a virtual machine: the same code runs slower the more of it)."""
 
     @property
     def cpu_total_ms(self) -> float:
@@ -98,6 +103,11 @@ class CostSheet:
         for name, ms in sorted(self.cpu_ms.items(), key=lambda kv: -kv[1]):
             out.append(f"  {name:14} {ms:>12.1f} {ms / total:>6.0%}")
         out.append(f"  {'all':14} {self.cpu_total_ms:>12.1f}")
+        if self.machine:
+            out.append(
+                "  machine, all cores: "
+                + ", ".join(f"{k} {v:.0%}" for k, v in self.machine.items())
+            )
         out += ["", f"  {'stream':14} {'msgs/turn':>10} {'bytes/turn':>11}"]
         for name, (msgs, size) in sorted(self.streams.items()):
             out.append(f"  {name:14} {msgs:>10.1f} {size:>11,.0f}")
@@ -162,11 +172,31 @@ class CostSheet:
             "top_statements_per_turn": [[k, round(v, 2)] for k, v in self.top_statements],
             "consumers": self.consumers,
             "consumer_lag": [{"at": round(p.at, 2), **p.lags} for p in self.lags],
+            "machine": {k: round(v, 4) for k, v in self.machine.items()},
         }
 
 
 def _fmt(name: str, value: float) -> str:
     return f"{name} {value:,.0f}" if value >= 100 else f"{name} {value:.2f}"
+
+
+MACHINE_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+"""The first eight fields of the `cpu` line of `/proc/stat`, in order."""
+
+
+def machine_shares(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, float]:
+    """Each kind of CPU time as a share of all of it between two `/proc/stat` readings."""
+    spent = {k: after.get(k, 0) - before.get(k, 0) for k in MACHINE_FIELDS}
+    total = sum(spent.values())
+    if total <= 0:
+        return {}
+    busy = sum(spent[k] for k in ("user", "nice", "system", "irq", "softirq"))
+    return {
+        "busy": busy / total,
+        "steal": spent["steal"] / total,
+        "iowait": spent["iowait"] / total,
+        "idle": spent["idle"] / total,
+    }
 
 
 def per_turn(
@@ -213,6 +243,7 @@ def sheet(
         top[:TOP_STATEMENTS],
         dict(consumers or {}),
         list(lags),
+        machine_shares(before.machine, after.machine),
     )
 
 
@@ -251,6 +282,18 @@ def consumer_services() -> dict[str, str]:
 
 
 # --- reading the counters (IO) ----------------------------------------------------------------
+
+
+def machine_times() -> dict[str, int]:
+    """The machine's CPU time by kind so far (clock ticks), empty where `/proc` is missing."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return {}
+    if not fields or fields[0] != "cpu":
+        return {}
+    return {k: int(v) for k, v in zip(MACHINE_FIELDS, fields[1:], strict=False)}
 
 
 async def enable_statement_stats(stack: Stack) -> None:
@@ -298,6 +341,7 @@ class Meter:
             clients,
             await self._database(),
             await self._statements(),
+            machine_times(),
         )
 
     async def _streams(self) -> dict[str, tuple[int, int]]:

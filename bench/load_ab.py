@@ -56,6 +56,7 @@ def figures(report: LoadReport) -> dict[str, float]:
     found |= {f"cpu ms/turn {k}": v for k, v in cost.cpu_ms.items()}
     found |= {f"pg {k}/turn": v for k, v in cost.database.items()}
     found |= {f"statements/turn {k}": v for k, v in (cost.statements or {}).items()}
+    found |= {f"machine {k} %": v * 100 for k, v in cost.machine.items()}
     found["lost+doubled"] = len(report.lost) + len(report.doubled) + len(report.problems)
     return found
 

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from bench.costsheet import Counters, LagPoint, by_client, per_turn, sheet, thin
+import pytest
+
+from bench.costsheet import (
+    Counters,
+    LagPoint,
+    by_client,
+    machine_shares,
+    machine_times,
+    per_turn,
+    sheet,
+    thin,
+)
 
 
 def _counters(at: float, scale: int, statements: bool = True) -> Counters:
@@ -22,6 +33,12 @@ def _counters(at: float, scale: int, statements: bool = True) -> Counters:
             if statements
             else None
         ),
+        machine={
+            "user": 100 * scale,
+            "system": 20 * scale,
+            "idle": 60 * scale,
+            "steal": 20 * scale,
+        },
     )
 
 
@@ -104,3 +121,24 @@ def test_bus_clients_are_summed_by_user() -> None:
         "projector": {"in_msgs": 4, "in_bytes": 40, "out_msgs": 7, "out_bytes": 70},
         "?": {"in_msgs": 7, "in_bytes": 70, "out_msgs": 0, "out_bytes": 0},
     }
+
+
+def test_machine_time_is_shared_out_by_kind_over_the_run() -> None:
+    before = {"user": 1000, "system": 200, "idle": 500, "iowait": 10, "steal": 90, "softirq": 0}
+    after = {"user": 1600, "system": 300, "idle": 600, "iowait": 30, "steal": 190, "softirq": 80}
+    shares = machine_shares(before, after)
+    assert shares == pytest.approx({"busy": 0.78, "steal": 0.1, "iowait": 0.02, "idle": 0.1})
+    assert machine_shares(after, after) == {}
+
+
+def test_the_sheet_says_how_much_of_the_machine_the_host_took() -> None:
+    found = sheet(_counters(0.0, 1), _counters(10.0, 2), turns=100)
+    assert found.machine == {"busy": 0.6, "steal": 0.1, "iowait": 0.0, "idle": 0.3}
+    assert "  machine, all cores: busy 60%, steal 10%, iowait 0%, idle 30%" in found.lines()
+    assert found.as_json()["machine"]["steal"] == 0.1
+
+
+def test_machine_times_reads_the_kernel_counters() -> None:
+    times = machine_times()
+    assert times["user"] > 0
+    assert set(times) >= {"user", "system", "idle", "steal"}
