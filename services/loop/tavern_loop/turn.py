@@ -169,6 +169,15 @@ def error_info(code: str, message: str) -> ErrorInfo:
     return ErrorInfo(code=code, message=redact_secrets(message)[:4000])
 
 
+@dataclass(frozen=True)
+class Injected:
+    """A message a plugin adds before the model request (recall, approvals), not yet drafted."""
+
+    payload: UserMessagePayload
+    source: str
+    form: str
+
+
 @dataclass
 class _Progress:
     steps: int = 0
@@ -520,8 +529,7 @@ class TurnRunner:
             await self._user_messages(inputs, reminders)
             if self.cancel.is_set():  # what was said is kept; no request is sent
                 raise TurnCancelled
-            await self._recall()
-            await self._approvals()
+            await self._context()
             await self._pressure()
             final = await self._request()
             usage = _usage(final)
@@ -576,13 +584,26 @@ class TurnRunner:
         if events:
             self.stage(*events)
 
-    async def _recall(self) -> None:
+    async def _context(self) -> None:
+        """What the ledger recalls and the approvals the consolidator holds, asked at once (two
+        services: neither round trip waits for the other), staged in that order."""
+        found = await asyncio.gather(self._recalled(), self._approvals(), return_exceptions=True)
+        for item in found:  # drafted here, in log order, so their timestamps follow it too
+            if isinstance(item, Injected):
+                self.stage(
+                    self.draft(UserMessage, item.payload, source=item.source, form=item.form)
+                )
+        for item in found:
+            if isinstance(item, BaseException):
+                raise item
+
+    async def _recalled(self) -> Injected | None:
         client = self.deps.recall
         if client is None or not self.deps.options.recall or not self.profile.recall:
-            return
+            return None
         query = _last_human_text(self.held.events)
         if not query:
-            return
+            return None
         credentials = self.deps.credentials
         owner = self.held.state.binding.owner
         headers = credentials.headers(LOOP.acting_for(owner)) if credentials else None
@@ -590,35 +611,32 @@ class TurnRunner:
             self.held.session_id, query, self.draft.turn, self.draft.step, headers, self._member()
         )
         if found is None:
-            return
+            return None
         text = f"{RECALL_HEADER}\n{found.text}"
         if text == self.progress.last_recall:
-            return  # the same context is already in this turn's history
+            return None  # the same context is already in this turn's history
         self.progress.last_recall = text
-        self.stage(
-            self.draft(
-                UserMessage, UserMessagePayload(text=text), source="plugin:ledger", form="recall"
-            )
-        )
+        return Injected(UserMessagePayload(text=text), "plugin:ledger", "recall")
 
     def _member(self) -> Speaker | None:
         """The group member whose own memory is recalled beside the chat's (reach `member`)."""
         group = self.held.state.binding.group
         return self.speaker if group is not None and group.reach == "member" else None
 
-    async def _approvals(self) -> None:
+    async def _approvals(self) -> Injected | None:
         """Style promotions awaiting a human (consolidator), shown at a turn's first step."""
         if self.draft.step != 1 or not self.deps.options.approvals:
-            return
+            return None
         subject = subjects.rpc("consolidator", "approvals.next")
         reply = await self.rpc(subject, {"session_id": self.held.session_id}, APPROVALS_S)
         requests = reply.get("requests") if isinstance(reply, dict) else None
         if not requests:
-            return
+            return None
         lines = [APPROVALS_HEADER]
         lines += [f"- {r.get('candidate_id')}: {r.get('reason', '')}" for r in requests]
-        payload = UserMessagePayload(text="\n".join(lines))
-        self.stage(self.draft(UserMessage, payload, source="plugin:consolidator", form="approval"))
+        return Injected(
+            UserMessagePayload(text="\n".join(lines)), "plugin:consolidator", "approval"
+        )
 
     async def answer_busy(self) -> int:
         """Answer the `/compact`s that arrived while this turn runs ("busy"), called by the

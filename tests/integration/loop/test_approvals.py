@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
 
 import pytest
 from nats.aio.msg import Msg
 
+from tavern_loop.recall import RECALL_SUBJECT
 from tests.integration.loop.conftest import LoopBus
 
 pytestmark = pytest.mark.integration
@@ -35,3 +39,37 @@ async def test_no_consolidator_means_no_approval_message(bus: LoopBus) -> None:
     events = await bus.turns_ended("s2", 1)
     assert not [e for e in events if e.form == "approval"]
     assert events[-1].payload.outcome == "completed"
+
+
+async def test_recall_and_approvals_are_asked_at_once_and_logged_in_that_order(
+    bus: LoopBus,
+) -> None:
+    delay = 0.4
+    asked: dict[str, float] = {}
+
+    def slow(name: str, reply: Mapping[str, object]) -> Callable[[Msg], Awaitable[None]]:
+        async def answer(msg: Msg) -> None:
+            asked[name] = time.monotonic()
+            await asyncio.sleep(delay)
+            await msg.respond(json.dumps(reply).encode())
+
+        return answer
+
+    recalled = {"text": "- the user keeps bees", "count": 1}
+    approvals = {"requests": [{"candidate_id": "c2", "reason": "prefers short answers"}]}
+    await bus.nc.subscribe(RECALL_SUBJECT, cb=slow("recall", recalled))
+    await bus.nc.subscribe(
+        "tavern.rpc.consolidator.approvals.next", cb=slow("approvals", approvals)
+    )
+    await bus.engine()
+    await bus.say("s3", "what do I keep?")
+    events = await bus.turns_ended("s3", 1)
+
+    assert set(asked) == {"recall", "approvals"}
+    assert abs(asked["recall"] - asked["approvals"]) < delay  # neither waited for the other
+    injected = [(e.source, e.form) for e in events if e.type == "user/message" and e.form]
+    assert injected == [("plugin:ledger", "recall"), ("plugin:consolidator", "approval")]
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs)
+    stamps = [e.ts for e in events]
+    assert stamps == sorted(stamps)
