@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from tavern_events.dlq import DeadLetter
 from tests.reliability import invariants
 from tests.reliability.driver import Driver, Sent
 from tests.reliability.invariants import EvidenceCheck, SessionCheck
@@ -89,8 +90,21 @@ class Verdict:
 
     checks: list[SessionCheck]
     evidence: EvidenceCheck
-    dead_letters: int
+    letters: list[DeadLetter]
+    """The dead letters about the checked sessions."""
     inputs: int
+
+    @property
+    def dead_letters(self) -> int:
+        return len(self.letters)
+
+    def letter_reasons(self) -> list[str]:
+        """Who gave up on what, and why: what a failed check shows."""
+        return [
+            f"{d.consumer} ({d.service}) on {d.subject} #{d.stream_seq} after {d.deliveries}: "
+            f"{d.error_type}: {d.reason[:300]}"
+            for d in self.letters
+        ]
 
     @property
     def lost(self) -> list[str]:
@@ -125,7 +139,7 @@ async def verify(stack: Stack, driver: Driver, sessions: Sequence[str]) -> Verdi
         await conn.close()
     letters = invariants.letters_about(await invariants.dead_letters(stack.nc), sessions)
     inputs = sum(len(driver.sent[s]) for s in sessions)
-    return Verdict(checks, evidence, len(letters), inputs)
+    return Verdict(checks, evidence, letters, inputs)
 
 
 async def _settled_chat(conn: asyncpg.Connection, stack: Stack, check: SessionCheck) -> None:

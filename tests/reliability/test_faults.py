@@ -169,6 +169,6 @@ async def test_every_input_survives_crashes_restarts_and_partitions(fault_stack:
     assert verdict.lost == [], verdict.lost
     assert verdict.doubled == [], verdict.doubled
     assert verdict.problems == [], verdict.problems
-    assert verdict.dead_letters == 0
+    assert verdict.dead_letters == 0, verdict.letter_reasons()
     assert all(v == 0 for v in lags.values()), lags
     assert exits == [], [(e.service, e.code) for e in exits]

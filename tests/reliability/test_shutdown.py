@@ -71,4 +71,4 @@ async def test_sigterm_during_load_finishes_or_returns_in_flight_work(stack: Sta
     assert verdict.doubled == []
     assert verdict.problems == []
     assert interrupted == []
-    assert verdict.dead_letters == 0
+    assert verdict.dead_letters == 0, verdict.letter_reasons()
