@@ -48,7 +48,7 @@ from tavern_ledger.evidence import ingest as ingest_store
 from tavern_ledger.evidence import rows as evidence_store
 from tavern_ledger.ingest import PART, parts, prepare
 from tavern_ledger.ledger import gate_config
-from tavern_runtime import principals
+from tavern_runtime import pg, principals
 from tavern_runtime.auth import Credentials, connect_signed
 from tavern_runtime.embedded import EmbeddedNats
 from tavern_runtime.migrations import migrate
@@ -124,7 +124,7 @@ def _row(i: int, text: str) -> EvidenceRow:
 
 
 def _dsn(server_dsn: str, database: str) -> str:
-    return f"{server_dsn.rpartition('/')[0]}/{database}"
+    return pg.with_database(server_dsn, database)
 
 
 async def _create_database(server_dsn: str, name: str) -> bool:

@@ -39,6 +39,7 @@ from tavern_projector.domain import activation
 from tavern_projector.framework import Target
 from tavern_projector.projections.chat import FLUSH_EVERY, ChatProjection
 from tavern_projector.rebuild import Reader, rebuild_all
+from tavern_runtime import pg
 from tavern_runtime.cards import lorebook
 from tavern_runtime.cards.fields import Fields
 from tavern_runtime.embedded import EmbeddedPostgres
@@ -87,7 +88,7 @@ async def _fresh_database() -> str:
         await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
     finally:
         await admin.close()
-    return f"{dsn.rpartition('/')[0]}/{name}"
+    return pg.with_database(dsn, name)
 
 
 def conversation(session_id: str, turns: int, start: datetime) -> list[SessionEvent]:

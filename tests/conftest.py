@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tavern_cli import secure
+from tavern_runtime import pg
 from tavern_runtime.credentials import Credentials
 from tavern_runtime.embedded import EmbeddedNats
 from tests.support import TEST_AUTH_KEY
@@ -62,11 +63,6 @@ def postgres_server(run_dir: Path, credentials: Credentials) -> Iterator[str]:
         server.stop()
 
 
-def _with_database(dsn: str, database: str) -> str:
-    base, _, _ = dsn.rpartition("/")
-    return f"{base}/{database}"
-
-
 @pytest.fixture
 async def database_url(postgres_server: str) -> AsyncIterator[str]:
     """A fresh, empty database for this test only."""
@@ -78,7 +74,7 @@ async def database_url(postgres_server: str) -> AsyncIterator[str]:
         await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
     finally:
         await admin.close()
-    yield _with_database(postgres_server, name)
+    yield pg.with_database(postgres_server, name)
     admin = await asyncpg.connect(postgres_server)
     try:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

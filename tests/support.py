@@ -7,7 +7,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 from nats.aio.client import Client
 
@@ -149,3 +149,20 @@ def passwordless_logins(dsn: str) -> list[str]:
         socket_dir = quote(query["host"][0], safe="/")
         found.append(f"postgresql://postgres@/{database}?host={socket_dir}&port={port}")
     return found
+
+
+def tcp_address(dsn: str) -> tuple[str, int]:
+    """Where the Postgres of `dsn` listens on TCP: its host, or loopback when `dsn` goes through
+    a Unix socket (the embedded server listens on both, the same port)."""
+    parts = urlsplit(dsn)
+    port = parts.port or int((parse_qs(parts.query).get("port") or ["5432"])[0])
+    return parts.hostname or "127.0.0.1", port
+
+
+def over_tcp(dsn: str, host: str, port: int) -> str:
+    """`dsn` with its login and database, reaching `host:port` over TCP instead."""
+    parts = urlsplit(dsn)
+    login = parts.netloc.rpartition("@")[0]  # user and password, as given
+    user = f"{login}@" if login else ""
+    query = {k: v[0] for k, v in parse_qs(parts.query).items() if k not in ("host", "port")}
+    return urlunsplit(parts._replace(netloc=f"{user}{host}:{port}", query=urlencode(query)))

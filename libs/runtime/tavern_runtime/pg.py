@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -41,6 +41,12 @@ def describe_dsn(dsn: str) -> str:
     port = parts.port or int((query.get("port") or ["5432"])[0])
     database = parts.path.lstrip("/") or user or "postgres"
     return f"{user + '@' if user else ''}{host}:{port}/{database}"
+
+
+def with_database(dsn: str, database: str) -> str:
+    """`dsn` naming another database on the same server, its query (a Unix socket's directory,
+    say) kept."""
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{database}"))
 
 
 def redact(text: str, dsn: str) -> str:

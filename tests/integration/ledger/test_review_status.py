@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from tavern_ledger.app import migrations
+from tavern_runtime import pg
 from tavern_runtime.migrations import migrate, migration_set
 from tests.integration.ledger.conftest import LedgerBus
 from tests.integration.ledger.test_cli import tavern_ledger
@@ -64,8 +65,8 @@ async def schema_at_7(postgres_server: str) -> AsyncIterator[Any]:
     name = f"t_{uuid.uuid4().hex[:16]}"
     admin = await asyncpg.connect(postgres_server)
     await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-    base = postgres_server.rpartition("/")[0]
-    pool = await asyncpg.create_pool(f"{base}/{name}", min_size=1, max_size=2)
+    dsn = pg.with_database(postgres_server, name)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
         known = migrations()
         await migrate(pool, migration_set(known.schema, known.migrations[:7]))

@@ -15,6 +15,7 @@ from tavern_ledger.app import migrations
 from tavern_ledger.changes import Actor
 from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.transfer import ExportRequest, Transfer
+from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 from tests.integration.ledger.conftest import LedgerBus
 from tests.unit.ledger.builders import session_created, tool_result, user_message
@@ -45,8 +46,8 @@ async def empty_pool(postgres_server: str) -> AsyncIterator[Any]:
     name = f"t_{uuid.uuid4().hex[:16]}"
     admin = await asyncpg.connect(postgres_server)
     await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-    base = postgres_server.rpartition("/")[0]
-    pool = await asyncpg.create_pool(f"{base}/{name}", min_size=1, max_size=2)
+    dsn = pg.with_database(postgres_server, name)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
         await migrate(pool, migrations())
         yield pool

@@ -8,7 +8,6 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import nats
@@ -23,7 +22,7 @@ from tavern_runtime.health import health_file
 from tavern_runtime.provision import provision
 from tavern_runtime.service import serve
 from tavern_runtime.settings import TavernSettings
-from tests.support import eventually
+from tests.support import eventually, over_tcp, tcp_address
 
 SETTINGS: dict[str, type[TavernSettings]] = {
     "loop": LoopSettings,
@@ -115,10 +114,7 @@ class TcpProxy:
         self._writers.clear()
 
     def rewrite(self, dsn: str) -> str:
-        parts = urlsplit(dsn)
-        login = parts.netloc.rpartition("@")[0]  # user and password, as given
-        user = f"{login}@" if login else ""
-        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
+        return over_tcp(dsn, "127.0.0.1", self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.target)
@@ -136,8 +132,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 @pytest.fixture
 async def pg_proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy = TcpProxy(*tcp_address(database_url))
     await proxy.start()
     yield proxy
     await proxy.cut()

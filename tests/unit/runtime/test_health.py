@@ -80,3 +80,13 @@ def test_dsn_is_described_without_its_password() -> None:
 def test_a_unix_socket_dsn_is_described_by_its_directory() -> None:
     dsn = "postgresql://tavern:s3cret@/tavern?host=/srv/my%20data/pgdata&port=6543"
     assert pg.describe_dsn(dsn) == "tavern@/srv/my data/pgdata:6543/tavern"
+
+
+def test_another_database_on_the_same_server_keeps_the_socket_and_the_login() -> None:
+    socket = "postgresql://tavern:s3cret@/tavern?host=/srv/pgdata&port=6543"
+    assert (
+        pg.with_database(socket, "t_1")
+        == "postgresql://tavern:s3cret@/t_1?host=/srv/pgdata&port=6543"
+    )
+    tcp = "postgresql://tavern:s3cret@db.internal:6543/tavern"
+    assert pg.with_database(tcp, "t_1") == "postgresql://tavern:s3cret@db.internal:6543/t_1"
