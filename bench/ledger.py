@@ -123,10 +123,6 @@ def _row(i: int, text: str) -> EvidenceRow:
 # --- databases and the app ----------------------------------------------------------------------
 
 
-def _dsn(server_dsn: str, database: str) -> str:
-    return pg.with_database(server_dsn, database)
-
-
 async def _create_database(server_dsn: str, name: str) -> bool:
     """Create `name` unless it exists; True when it was created."""
     admin = await asyncpg.connect(server_dsn)
@@ -149,7 +145,7 @@ async def _drop_database(server_dsn: str, name: str) -> None:
 
 async def _seeded_recall_db(server_dsn: str) -> str:
     """The recall corpus database: 100k evidence rows in one scope (seeded once per run)."""
-    dsn = _dsn(server_dsn, CORPUS_DB)
+    dsn = pg.with_database(server_dsn, CORPUS_DB)
     await _create_database(server_dsn, CORPUS_DB)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
@@ -387,7 +383,7 @@ async def _recall_requests(url: str, queries: list[str], n: int) -> Result:
 async def ledger_ingest(env: Env, n: int) -> Result:
     name = f"bench_ingest_{uuid.uuid4().hex[:8]}"
     await _create_database(env.database_url, name)
-    dsn = _dsn(env.database_url, name)
+    dsn = pg.with_database(env.database_url, name)
     events = _backlog(n)
     try:
         with _nats_server() as url:
@@ -428,7 +424,7 @@ def _backlog(n: int) -> list[UserMessage]:
 async def ledger_ingest_writes(env: Env, n: int) -> Result:
     name = f"bench_ingest_writes_{uuid.uuid4().hex[:8]}"
     await _create_database(env.database_url, name)
-    dsn = _dsn(env.database_url, name)
+    dsn = pg.with_database(env.database_url, name)
     try:
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
         try:

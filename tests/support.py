@@ -142,7 +142,7 @@ def passwordless_logins(dsn: str) -> list[str]:
     and over its Unix socket when `dsn` goes through one."""
     parts = urlsplit(dsn)
     query = parse_qs(parts.query)
-    port = parts.port or int(query["port"][0])
+    _, port = tcp_address(dsn)
     database = parts.path.lstrip("/")
     found = [f"postgresql://postgres@127.0.0.1:{port}/{database}"]
     if "host" in query:
