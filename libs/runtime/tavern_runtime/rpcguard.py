@@ -19,8 +19,10 @@ budget, so nats-py never drops a request silently.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -162,11 +164,32 @@ def backlog_of(raw: Any) -> Backlog:
     subs = getattr(client, "_subs", None)
     if not isinstance(subs, dict):
         return Backlog()
-    waiting = [s for s in subs.values() if str(getattr(s, "subject", "")).startswith(RPC_PREFIX)]
+    waiting = _rpc_subscriptions(client, subs)
     return Backlog(
         sum(int(getattr(s, "pending_msgs", 0)) for s in waiting),
         sum(int(getattr(s, "pending_bytes", 0)) for s in waiting),
     )
+
+
+_RPC_SUBSCRIPTIONS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], list[Any]]]
+_RPC_SUBSCRIPTIONS = weakref.WeakKeyDictionary()
+"""Per connection: its subscription ids when last looked at, and which of them serve RPCs.
+A service holds some forty subscriptions and they change only when it (un)subscribes: every
+request need not sort them again."""
+
+
+def _rpc_subscriptions(client: Any, subs: dict[Any, Any]) -> list[Any]:
+    sids = tuple(subs)
+    try:
+        known = _RPC_SUBSCRIPTIONS.get(client)
+    except TypeError:  # a client that cannot be weakly referenced: no memory of it
+        known = None
+    if known is not None and known[0] == sids:
+        return known[1]
+    waiting = [s for s in subs.values() if str(getattr(s, "subject", "")).startswith(RPC_PREFIX)]
+    with contextlib.suppress(TypeError):
+        _RPC_SUBSCRIPTIONS[client] = (sids, waiting)
+    return waiting
 
 
 SHED_RETRY_MS = 200

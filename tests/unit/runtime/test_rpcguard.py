@@ -227,6 +227,18 @@ def test_the_backlog_counts_only_the_rpc_subscriptions_of_the_connection() -> No
     assert rpcguard.backlog_of(object()) == rpcguard.Backlog()
 
 
+def test_the_backlog_follows_subscriptions_made_and_dropped_after_the_first_request() -> None:
+    recall = _Sub("tavern.rpc.ledger.recall", 2, 200)
+    client = _Client(recall, _Sub("_INBOX_ledger.abc", 50, 9_000))
+    assert rpcguard.backlog_of(_Raw(client)) == rpcguard.Backlog(2, 200)
+    recall.pending_msgs, recall.pending_bytes = 7, 700  # the same subscription, fuller
+    assert rpcguard.backlog_of(_Raw(client)) == rpcguard.Backlog(7, 700)
+    client._subs[5] = _Sub("tavern.rpc.ledger.query", 1, 10)
+    assert rpcguard.backlog_of(_Raw(client)) == rpcguard.Backlog(8, 710)
+    del client._subs[0]
+    assert rpcguard.backlog_of(_Raw(client)) == rpcguard.Backlog(1, 10)
+
+
 def test_a_request_is_shed_busy_and_retryable_only_past_the_budget() -> None:
     limits = RpcLimits(max_backlog_bytes=10_000, max_backlog=5)
     assert rpcguard.shed(rpcguard.Backlog(5, 10_000), limits) is None

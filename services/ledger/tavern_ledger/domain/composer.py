@@ -206,6 +206,7 @@ def _select(
     unique: list[Scored] = []
     seen: set[str] = set()
     hashes: set[str] = set()
+    full: dict[str, str] = {}
     for v in valued:
         cand = v.candidate
         if cand.id in seen:
@@ -216,7 +217,9 @@ def _select(
         if not query.explain and used.get(section, 0) + _least_tokens(cand) > quota.get(
             section, -1
         ):
-            dropped.append((cand.id, _full(section, quota)))
+            if section not in full:
+                full[section] = _full(section, quota)
+            dropped.append((cand.id, full[section]))
             continue
         item = _scored(v, section, config)
         reason = None if query.explain else _overflow(item, quota, used, total, cap)
@@ -316,9 +319,11 @@ def _value(
 ) -> _Valued:
     """`scores`: the lexical relevance and (with RRF fusion) the fused score of every id.
     Injection hysteresis: last step's items keep their place unless clearly beaten."""
-    lexical, rrf = scores[0].get(cand.id, 0.0), scores[1].get(cand.id)
-    value = utility(cand, query, config, rrf, lexical) * (CROSS_SESSION_PENALTY if cross else 1.0)
-    value *= observation_decay(cand, query.now, config.half_life_days)
+    value = _utility(cand, query, scores[1].get(cand.id), scores[0].get(cand.id, 0.0))
+    if cross:
+        value *= CROSS_SESSION_PENALTY
+    if cand.source_class == "observation":
+        value *= observation_decay(cand, query.now, config.half_life_days)
     sticky = config.hysteresis > 0 and cand.id in query.previous_ids
     if sticky:
         value *= 1 + config.hysteresis
@@ -358,30 +363,37 @@ def utility(
     """acp.md §9.3: relevance x quality plus explicit boosts (authority never multiplies in).
     `lexical` is the ranked lexical relevance; without it, ACP's own lexical score."""
     lex = lexical_score(query.text, cand.content) if lexical is None else lexical
-    semantic = cand.semantic if query.has_semantic else 0.0
+    return _utility(cand, query, rrf, lex)
+
+
+def _utility(cand: Candidate, query: Query, rrf: float | None, lex: float) -> float:
+    """`utility` with the lexical relevance known; every candidate of a recall passes here,
+    hence the terms written out in place:
+    - semantic: the semantic channel's score, where it answered;
+    - work match: work-state evidence of the asking session is the work at hand;
+    - temporal fit: 0.1 for what was not valid at the instant an as-of recall reads;
+    - evidence support: an observation's evidence count (five is full), else confidence;
+    - freshness: linear from 1 (now) to 0 (FRESHNESS_WINDOW_S old), 0.5 when unknown."""
     if rrf is not None:
         core = 0.5 * rrf
+    elif query.has_semantic:
+        core = 0.32 * cand.semantic + 0.18 * lex
     else:
-        core = (0.32 * semantic if query.has_semantic else 0.0) + (
-            0.18 if query.has_semantic else 0.5
-        ) * lex
-    relevance = (
-        core
-        + 0.16 * work_match(cand, query)
-        + 0.12 * temporal_fit(cand, query.valid_at)
-        + 0.10 * evidence_support(cand)
-        + 0.07 * freshness(cand.observed_at, query.now)
-    )
+        core = 0.5 * lex
+    work = 1.0 if cand.claim_domain == "work" and cand.session_id == query.session_id else 0.0
+    fit = 1.0 if query.valid_at is None else temporal_fit(cand, query.valid_at)
+    support = min(1.0, len(cand.evidence_ids) / 5) if cand.evidence_ids else cand.confidence
+    observed = cand.observed_at
+    if observed is None:
+        fresh = 0.5
+    else:
+        fresh = max(0.0, 1.0 - (query.now - observed).total_seconds() / FRESHNESS_WINDOW_S)
+    relevance = core + 0.16 * work + 0.12 * fit + 0.10 * support + 0.07 * fresh
     quality = 0.5 + 0.5 * cand.confidence
     boost = (0.2 if cand.explicit_ref else 0.0) + (
         0.3 if cand.source_class == "user_correction" else 0.0
     )
     return relevance * quality + boost + max(cand.pin_boost, 0.0)
-
-
-def work_match(cand: Candidate, query: Query) -> float:
-    """Work-state evidence of the asking session is the work at hand."""
-    return 1.0 if cand.claim_domain == "work" and cand.session_id == query.session_id else 0.0
 
 
 def temporal_fit(cand: Candidate, valid_at: datetime | None) -> float:
@@ -393,19 +405,6 @@ def temporal_fit(cand: Candidate, valid_at: datetime | None) -> float:
     ):
         return 0.1
     return 1.0
-
-
-def evidence_support(cand: Candidate) -> float:
-    if cand.evidence_ids:
-        return min(1.0, len(cand.evidence_ids) / 5)
-    return cand.confidence
-
-
-def freshness(observed_at: datetime | None, now: datetime) -> float:
-    if observed_at is None:
-        return 0.5
-    age = (now - observed_at).total_seconds()
-    return max(0.0, 1.0 - age / FRESHNESS_WINDOW_S)
 
 
 def observation_decay(cand: Candidate, now: datetime, half_life_days: float) -> float:

@@ -102,6 +102,10 @@ WHERE e.scope_id = $1 AND e.state IN ('active', 'superseded')
 """
 
 
+_GATES = 16
+"""The position of `gates` in a candidate row: set on rules only."""
+
+
 @dataclass(frozen=True)
 class Shape:
     """The limits of the candidate read (from settings)."""
@@ -223,32 +227,38 @@ async def candidates(conn: Conn, q: CandidateQuery) -> Candidates:
     )
     rows, stats = [], CorpusStats(1)
     for r in found:
-        if r["id"] is None:
+        if r[0] is None:  # the statistics row has no id
             stats = CorpusStats(r["docs"] or 1, dict(zip(q.terms, r["dfs"] or (), strict=False)))
+        elif r[_GATES] is None:
+            rows.append(_evidence_candidate(r))
         else:
-            rows.append(_rule_candidate(r) if r["gates"] is not None else _evidence_candidate(r))
+            rows.append(_rule_candidate(r))
     return Candidates(rows, stats)
 
 
 def _evidence_candidate(r: Any) -> Candidate:
+    # By position, in `_ROWS`'s column order: a recall converts some 80 rows.
+    (id_, content, content_hash, source_class, source_label, scope_id, authority, claim_domain,
+     session_id, state, confidence, observed_at, valid_from, valid_until, tokens,
+     source_event_id, _gates, neighbour_of, _docs, _dfs) = r  # fmt: skip
     return Candidate(
-        id=r["id"],
-        content=r["content"],
-        content_hash=r["content_hash"],
-        source_class=r["source_class"],
-        label=r["source_label"] or _default_label(r["source_class"]),
-        scope_id=r["scope_id"],
-        authority=r["authority"],
-        claim_domain=r["claim_domain"],
-        session_id=r["session_id"],
-        state=r["state"],
-        confidence=r["confidence"],
-        observed_at=r["observed_at"],
-        valid_from=r["valid_from"],
-        valid_until=r["valid_until"],
-        tokens=r["tokens"] or None,
-        source_event_id=r["source_event_id"],
-        neighbours=tuple(r["neighbour_of"] or ()),
+        id=id_,
+        content=content,
+        content_hash=content_hash,
+        source_class=source_class,
+        label=source_label or _default_label(source_class),
+        scope_id=scope_id,
+        authority=authority,
+        claim_domain=claim_domain,
+        session_id=session_id,
+        state=state,
+        confidence=confidence,
+        observed_at=observed_at,
+        valid_from=valid_from,
+        valid_until=valid_until,
+        tokens=tokens or None,
+        source_event_id=source_event_id,
+        neighbours=tuple(neighbour_of or ()),
     )
 
 
