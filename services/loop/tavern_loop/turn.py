@@ -183,7 +183,8 @@ class _Progress:
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
     cancel_reason: str | None = None
-    last_recall: str | None = None
+    recalled: frozenset[str] = frozenset()
+    """The recall lines this turn has shown the model so far."""
     max_tokens: bool = False
     """A step's reply was cut at the token limit (sticky for the turn, as in DSH)."""
 
@@ -612,10 +613,11 @@ class TurnRunner:
         )
         if found is None:
             return None
+        lines = frozenset(found.text.splitlines())
+        if lines <= self.progress.recalled:
+            return None  # this turn's history already holds all of it (perhaps ranked otherwise)
+        self.progress.recalled |= lines
         text = f"{RECALL_HEADER}\n{found.text}"
-        if text == self.progress.last_recall:
-            return None  # the same context is already in this turn's history
-        self.progress.last_recall = text
         return Injected(UserMessagePayload(text=text), "plugin:ledger", "recall")
 
     def _member(self) -> Speaker | None:

@@ -10,6 +10,7 @@ from nats.aio.msg import Msg
 
 from tavern_loop.recall import RECALL_SUBJECT
 from tests.integration.loop.conftest import LoopBus
+from tests.integration.loop.tools import ToolBench
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +74,36 @@ async def test_recall_and_approvals_are_asked_at_once_and_logged_in_that_order(
     assert seqs == sorted(seqs)
     stamps = [e.ts for e in events]
     assert stamps == sorted(stamps)
+
+
+async def test_a_later_step_shows_recall_again_only_when_it_holds_something_new(
+    bus: LoopBus,
+) -> None:
+    """The ledger is asked before every step; what the turn already shows, even ranked
+    otherwise, is not shown twice."""
+    answers = iter(
+        [
+            "- [user] I keep bees\n- [user] my hives are blue",  # turn 1, step 1
+            "- [user] my hives are blue\n- [user] I keep bees",  # step 2: the same, reordered
+            "- [user] I keep bees\n- [user] my hives are blue",  # turn 2, step 1: a new turn
+            "- [user] I keep bees\n- [user] the queen is new",  # step 2: one line is new
+        ]
+    )
+    asked: list[int] = []
+
+    async def ledger(msg: Msg) -> None:
+        asked.append(json.loads(msg.data)["step"])
+        await msg.respond(json.dumps({"text": next(answers), "count": 2}).encode())
+
+    await bus.nc.subscribe(RECALL_SUBJECT, cb=ledger)
+    await bus.engine(tools=ToolBench().tools())
+    await bus.say("s4", 'call echo with {"text": "bees"}')
+    await bus.turns_ended("s4", 1)
+    await bus.say("s4", 'call echo with {"text": "queen"}')
+    events = await bus.turns_ended("s4", 2)
+
+    assert asked == [1, 2, 1, 2]  # asked before every step
+    shown = [(e.turn, e.payload.text) for e in events if e.form == "recall"]
+    assert [turn for turn, _ in shown] == [1, 2, 2]
+    assert shown[0][1].endswith("- [user] I keep bees\n- [user] my hives are blue")
+    assert shown[2][1].endswith("- [user] I keep bees\n- [user] the queen is new")
