@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import re
-import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -287,43 +286,9 @@ async def _consumer(
     try:
         yield sub, info
     finally:
+        # Not deleted: no service may delete a consumer (deploy/nats/accounts.conf), and asking
+        # is refused with a permissions error on the connection. It expires after INACTIVE_S.
         await sub.unsubscribe()
-        await _discard(js, stream, info.name)
-
-
-@dataclass
-class _Deletes:
-    """Whether a connection was refused deleting a consumer (deploy/nats/accounts.conf lets no
-    service delete one): then it stops asking, and its consumers expire after `INACTIVE_S`.
-    Until the first answer, other reads do not ask too (one refusal, not one per read)."""
-
-    refused: bool = False
-    allowed: bool = False
-    asking: bool = False
-
-
-_DELETES: weakref.WeakKeyDictionary[object, _Deletes] = weakref.WeakKeyDictionary()
-DELETE_WAIT_S = 1.0
-
-
-async def _discard(js: JetStreamContext, stream: str, name: str) -> None:
-    """Delete a consumer we are done with, if we may: a refused request is never answered, so
-    waiting for each (the API's 5 s) held every read and every shutdown."""
-    deletes = _DELETES.setdefault(js._nc, _Deletes())
-    if deletes.refused or (deletes.asking and not deletes.allowed):
-        return
-    deletes.asking = True
-    try:
-        await asyncio.wait_for(js.delete_consumer(stream, name), DELETE_WAIT_S)
-        deletes.allowed = True
-    except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-        deletes.refused = True
-        log.info("consumer_delete_refused", stream=stream, expires_after_s=INACTIVE_S)
-    except nats.js.errors.Error as exc:  # answered: deleting is allowed, this one failed
-        deletes.allowed = True
-        log.debug("consumer_delete_failed", stream=stream, consumer=name, error=str(exc))
-    finally:
-        deletes.asking = False
 
 
 async def archive_batches(
