@@ -183,8 +183,9 @@ class _Progress:
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
     cancel_reason: str | None = None
-    recalled: frozenset[str] = frozenset()
-    """The recall lines this turn has shown the model so far."""
+    recalled: dict[str | None, frozenset[str]] = field(default_factory=dict)
+    """The recall lines this turn has shown the model so far, per group member speaking (each
+    member's steps recall for it; `None` outside a group)."""
     max_tokens: bool = False
     """A step's reply was cut at the token limit (sticky for the turn, as in DSH)."""
 
@@ -614,9 +615,11 @@ class TurnRunner:
         if found is None:
             return None
         lines = frozenset(found.text.splitlines())
-        if lines <= self.progress.recalled:
+        speaker = self.speaker.character_id if self.speaker is not None else None
+        shown = self.progress.recalled.get(speaker, frozenset())
+        if lines <= shown:
             return None  # this turn's history already holds all of it (perhaps ranked otherwise)
-        self.progress.recalled |= lines
+        self.progress.recalled[speaker] = shown | lines
         text = f"{RECALL_HEADER}\n{found.text}"
         return Injected(UserMessagePayload(text=text), "plugin:ledger", "recall")
 
