@@ -3,6 +3,7 @@ owner starts one with two characters, and each reply shows its speaker's name an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from functools import partial
@@ -86,6 +87,55 @@ async def _group_chat(stack: Stack, page: Any) -> None:
     await chosen.get_by_role("img", name="Avatar of 苏青").wait_for()
     await chosen.get_by_text("苏青 here.").first.wait_for()
     await shot(page, "group-chat")
+
+
+async def test_members_picked_stay_picked_when_the_gallery_answers_late(
+    stack: Stack, browser: Any
+) -> None:
+    """The index page's first listing of characters can answer after the user has already
+    checked members (a slow projector, a quick hand): it must not redraw the form over them."""
+    context = await browser.new_context()
+    page = await context.new_page()
+    held = asyncio.Event()
+    listings = 0
+
+    async def late_first_listing(route: Any) -> None:
+        nonlocal listings
+        listings += 1
+        if listings == 1:  # the page's own listing, answered after the picks
+            await held.wait()
+        await route.continue_()
+
+    try:
+        await page.goto(f"{stack.gateway_url.rstrip('/')}/login")
+        await page.get_by_label("User name").fill("ada")
+        await page.get_by_label("Password").fill("lighthouse-keeper-42")
+        await page.get_by_role("button", name="Sign in").click()
+        await page.get_by_role("heading", name="Characters").wait_for()
+        await page.get_by_role("checkbox", name="Mira").wait_for()
+        await page.route("**/api/characters", late_first_listing)
+        await page.reload()
+        await page.get_by_role("heading", name="Characters").wait_for()
+        # The form is empty until the held listing answers; the picks come from an import's
+        # listing (the user imports a card while the page is still loading).
+        await page.get_by_label("Card, lorebook or persona file").set_input_files(
+            str(CARDS / "v2_mira.png")
+        )
+        await page.get_by_text("Already imported character Mira.").wait_for()
+        for name in MEMBERS:
+            await page.get_by_role("checkbox", name=name).check()
+        held.set()
+        await page.wait_for_function("() => document.body.dataset.ready === 'true'")
+        for name in MEMBERS:
+            assert await page.get_by_role("checkbox", name=name).is_checked(), name
+        await page.get_by_role("button", name="Start chat").click()
+        await page.wait_for_url(re.compile(r"/chat/s-"))
+        await page.get_by_text(re.compile("group of 2")).wait_for()
+    except BaseException:
+        await shot(page, "failed-late-gallery")
+        raise
+    finally:
+        await context.close()
 
 
 async def _send(page: Any, text: str) -> Any:

@@ -115,8 +115,7 @@ async function indexPage() {
     const found = await api("POST", "/api/invites");
     $("#invite-link").replaceChildren(el("span", { text: "Invite link (one use): " }), el("code", { text: found.url }));
   });
-  const [chars, sessions] = await Promise.all([api("GET", "/api/characters"), api("GET", "/api/sessions")]);
-  renderGallery(chars.characters);
+  const [, sessions] = await Promise.all([listCharacters(), api("GET", "/api/sessions")]);
   const chats = $("#chats");
   chats.replaceChildren();
   for (const s of sessions.sessions) {
@@ -127,10 +126,18 @@ async function indexPage() {
   document.body.dataset.ready = "true";
 }
 
-function renderGallery(characters) {
+let galleryDrawn = 0;
+
+function renderGallery(characters, asked) {
+  // The page's first listing may answer after an import's newer one: the older is dropped. A
+  // redraw keeps what the user already picked (the character, the members checked).
+  if (asked < galleryDrawn) return;
+  galleryDrawn = asked;
   const gallery = $("#gallery");
   const select = $("#character");
   const members = $("#members");
+  const chosen = select.value;
+  const checked = new Set([...document.querySelectorAll("#members input:checked")].map((box) => box.value));
   gallery.replaceChildren();
   select.replaceChildren(el("option", { value: "", text: "(none)" }));
   if (members) members.replaceChildren(members.querySelector("legend"));
@@ -140,8 +147,17 @@ function renderGallery(characters) {
       c.greeting ? el("p", { class: "greeting", text: c.greeting.slice(0, 160) }) : null,
       el("button", { type: "button", "aria-label": `Chat with ${c.name}`, onclick: () => startChat(c.asset_id) }, "Chat")));
     select.append(el("option", { value: c.asset_id, text: c.name }));
-    if (members) members.append(el("label", {}, el("input", { type: "checkbox", value: c.asset_id }), ` ${c.name}`));
+    if (members) members.append(el("label", {}, el("input", { type: "checkbox", value: c.asset_id, checked: checked.has(c.asset_id) ? "checked" : null }), ` ${c.name}`));
   }
+  if (characters.some((c) => c.asset_id === chosen)) select.value = chosen;
+}
+
+let galleryAsked = 0;
+
+async function listCharacters() {
+  const asked = ++galleryAsked;
+  const chars = await api("GET", "/api/characters");
+  renderGallery(chars.characters, asked);
 }
 
 async function importFile(file) {
@@ -153,8 +169,7 @@ async function importFile(file) {
   try {
     const found = await api("POST", "/api/assets", form, true);
     status.textContent = `${found.duplicate ? "Already imported" : "Imported"} ${found.kind} ${found.name}.`;
-    const chars = await api("GET", "/api/characters");
-    renderGallery(chars.characters);
+    await listCharacters();
   } catch (e) { status.textContent = `Not imported: ${e.message}`; }
 }
 
