@@ -68,7 +68,13 @@ from tavern_loop.domain.access import input_refusal
 from tavern_loop.domain.binding import managed_refusal
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.greeting import GREETING
-from tavern_loop.domain.groupchat import chat_lines, for_member, group_note, picked_next
+from tavern_loop.domain.groupchat import (
+    chat_lines,
+    for_member,
+    group_note,
+    others_recall,
+    picked_next,
+)
 from tavern_loop.domain.history import derive_messages
 from tavern_loop.domain.speakers import Choice
 from tavern_loop.greeter import greeting_payload
@@ -809,7 +815,11 @@ class TurnRunner:
         others = [n for cid, n in names.items() if cid != speaker.character_id]
         system = f"{plan.system}\n\n{group_note(speaker.name, others)}"
         params = {**plan.params, "system": system, "speaker": speaker.name}
-        history = for_member(plan.history, speaker.name)
+        hidden: frozenset[str] = frozenset()
+        if self._member() is not None:  # its own memory: not shown another member's
+            params["speaker_id"] = speaker.character_id
+            hidden = others_recall(self.held.events, speaker.character_id)
+        history = for_member(plan.history, speaker.name, hidden)
         return replace(plan, system=system, params=params, history=history, history_tokens=None)
 
     def _scene_group(self, speaker: Speaker) -> dict[str, Any]:

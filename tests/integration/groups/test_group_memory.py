@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tavern_loop.domain.rebuild import rebuild_request
 from tavern_loop.options import ProfileOptions
 from tavern_loop.tools.policy import profile_tools
 from tests.integration.groups.test_group_turns import cast, create, group
@@ -55,6 +56,22 @@ async def test_each_member_recalls_its_own_memory_beside_the_group_chats(
         assert "[This group chat's memory]" in said
         assert "bell rang at midnight" in said, f"the group chat's memory for {member}"
         assert "bell rang" not in own, "what the group heard is not a member's own memory"
+
+    # Mira's own memory was recalled for her alone: Cael's request does not carry that recall
+    # (what Mira then said aloud, Cael heard).
+    requests = [e for e in of_type(events, "agent/request") if e.turn == 3]
+    shown = {
+        e.payload.params["speaker"]: [
+            str(m["content"])
+            for m in rebuild_request(events, e.seq)
+            if m["role"] == "user" and str(m["content"]).startswith("[recall]")
+        ]
+        for e in requests
+    }
+    assert set(shown) == {"Mira", "Cael"}
+    assert any("[Mira's own memory]" in text for text in shown["Mira"])
+    assert shown["Cael"], "Cael's own recall"
+    assert not any("[Mira's own memory]" in text for text in shown["Cael"]), "not Mira's"
 
 
 async def ingested(ledger: Ledger, session_id: str, text: str) -> None:

@@ -10,6 +10,7 @@ from tavern_events.request import (
     RequestProjection,
     RequestProjectionPayload,
 )
+from tavern_loop.domain.groupchat import others_recall
 from tavern_loop.domain.history import derive_messages, surface_of
 from tavern_loop.domain.projection import Budget, project, query_of, select
 from tavern_loop.domain.rebuild import RebuildError, rebuild_request
@@ -115,3 +116,23 @@ def test_only_an_agent_request_can_be_rebuilt() -> None:
         rebuild_request(log.events, 1)
     with pytest.raises(RebuildError, match="no seq 99"):
         rebuild_request(log.events, 99)
+
+
+def test_a_member_request_leaves_out_the_recall_made_for_another_member() -> None:
+    log = Log()
+    log.created()
+    log.turn(1)
+    log.user("who is on watch?")
+    mine = "[recall] Cael's own: the tide table"
+    shared = "[recall] the group's: the bell rang"
+    log.user("[recall] Mira's own: her sister", source="plugin:ledger", form="recall", actor_id="m")
+    log.user(shared, source="plugin:ledger", form="recall", actor_id="m")
+    log.user(shared, source="plugin:ledger", form="recall", actor_id="c")
+    log.user(mine, source="plugin:ledger", form="recall", actor_id="c")
+    assert others_recall(log.events, "c") == {"[recall] Mira's own: her sister"}
+    own = request(log, speaker="Cael", speaker_id="c")
+    texts = [m["content"] for m in rebuild_request(log.events, own)]
+    assert texts == ["kernel", "who is on watch?", shared, shared, mine]
+    # A request recorded without `speaker_id` (reach `group`, or before it) shows every recall.
+    every = request(log, speaker="Cael")
+    assert len(rebuild_request(log.events, every)) == 6

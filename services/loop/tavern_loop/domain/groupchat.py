@@ -49,10 +49,30 @@ def picked_next(events: Iterable[SessionEvent]) -> str | None:
     return picked
 
 
-def for_member(messages: list[Message], speaker: str) -> list[Message]:
-    """`messages` for member `speaker` (a display name): the others' replies as named lines."""
+RECALL_FORM = "recall"
+
+
+def others_recall(events: Iterable[SessionEvent], member: str) -> frozenset[str]:
+    """The recall texts the log holds for the other members only (`reach: member`: each
+    member's own memory is recalled for it, so another member's request leaves it out). A text
+    recalled for `member` too stays."""
+    theirs: set[str] = set()
+    own: set[str] = set()
+    for event in events:
+        if isinstance(event, UserMessage) and event.form == RECALL_FORM and event.actor_id:
+            (own if event.actor_id == member else theirs).add(event.payload.text)
+    return frozenset(theirs - own)
+
+
+def for_member(
+    messages: list[Message], speaker: str, hidden: frozenset[str] = frozenset()
+) -> list[Message]:
+    """`messages` for member `speaker` (a display name): the others' replies as named lines,
+    without the user messages whose text is `hidden` (the others' own recall)."""
     shown: list[Message] = []
     for message in messages:
+        if message.get("role") == "user" and message.get("content") in hidden:
+            continue
         name = message.get("name")
         if message.get("role") != "assistant" or name is None:
             shown.append(message)

@@ -12,7 +12,7 @@ from typing import Any
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.request import AgentRequest, RequestProjection
-from tavern_loop.domain.groupchat import for_member
+from tavern_loop.domain.groupchat import for_member, others_recall
 from tavern_loop.domain.history import Message, surface_of
 from tavern_loop.domain.projection import project
 from tavern_loop.domain.stchat import st_chat
@@ -34,7 +34,9 @@ def rebuild_request(log: Sequence[SessionEvent], agent_request_seq: int) -> list
     history = _history(before)
     speaker = params.get("speaker")
     if isinstance(speaker, str):  # a group member's request: the others' lines named
-        history = for_member(history, speaker)
+        member = params.get("speaker_id")  # set when each member's recall is its own
+        hidden = others_recall(before, member) if isinstance(member, str) else frozenset()
+        history = for_member(history, speaker, hidden)
     return [system, *history]
 
 
