@@ -31,6 +31,7 @@ from tavern_gateway.accounts import Account
 from tavern_gateway.bus import Bus, Refused
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.errors import ApiError
+from tavern_gateway.projected import until_projected
 from tavern_gateway.store import Store
 from tavern_runtime import principals
 from tavern_runtime.cards import cards, importer
@@ -353,6 +354,9 @@ async def import_asset(
     await gw.store.record_import(
         account.principal_name, asset.asset_id, asset.kind, asset.name, locator, greeting
     )
+    ready = await until_projected(
+        gw.bus, account.principal, asset.kind, asset.asset_id, asset.content_hash
+    )
     return {
         "asset_id": asset.asset_id,
         "kind": asset.kind,
@@ -360,6 +364,7 @@ async def import_asset(
         "source_format": asset.source_format,
         "duplicate": duplicate,
         "stream_seq": seq,
+        "ready": ready,
     }
 
 

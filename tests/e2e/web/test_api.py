@@ -229,6 +229,7 @@ async def test_imports_answer_clearly_and_stay_their_importers(clients: dict[str
     )
     assert imported.status_code == 200, imported.text
     asset_id = imported.json()["asset_id"]
+    assert imported.json()["ready"] is True, "the projector holds it when the import answers"
     gallery = (await owner.get("/api/characters")).json()["characters"]
     assert [c["name"] for c in gallery] == ["苏青"]
     assert gallery[0]["greeting"] == "门吱呀一声开了。"
@@ -238,6 +239,19 @@ async def test_imports_answer_clearly_and_stay_their_importers(clients: dict[str
     assert (await user.get("/api/characters")).json()["characters"] == []
     assert error_of(await user.get(f"/api/assets/{asset_id}/avatar"), 404)
     assert (await user.get("/api/assets")).json()["assets"] == []
+
+    persona = (CARDS / "persona_ren.json").read_bytes()
+    files = {"file": ("ren.json", persona, "application/json")}
+    as_persona = await owner.http.post(
+        "/api/assets", files=files, data={"kind": "persona"}, headers=headers
+    )
+    assert as_persona.status_code == 200, as_persona.text
+    assert (as_persona.json()["kind"], as_persona.json()["ready"]) == ("persona", True)
+    lore = (CARDS / "world_cael.json").read_bytes()
+    files = {"file": ("cael.json", lore, "application/json")}
+    as_lore = await owner.http.post("/api/assets", files=files, headers=headers)
+    assert as_lore.status_code == 200, as_lore.text
+    assert (as_lore.json()["kind"], as_lore.json()["ready"]) == ("lorebook", None)
 
     not_card = await owner.http.post(
         "/api/assets", files={"file": ("x.json", b'{"a": 1}', "application/json")}, headers=headers

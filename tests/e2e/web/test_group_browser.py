@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 from tavern_events import subjects
 from tests.e2e.web.conftest import shot
 from tests.reliability.stack import Stack
-from tests.support import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -45,8 +43,8 @@ async def _group_chat(stack: Stack, page: Any) -> None:
     for card, name in (("v2_mira.png", "Mira"), ("v3_suqing.png", "苏青")):
         await page.get_by_label("Card, lorebook or persona file").set_input_files(str(CARDS / card))
         await page.get_by_text(f"Imported character {name}.").wait_for()
-    for name in MEMBERS:  # the gallery is the gateway's; the loop names speakers by the projector's
-        await eventually(partial(_projected, stack, name), timeout=60, interval=0.5)
+    for name in MEMBERS:  # an import answers once the projector, which names speakers, has it
+        assert await _projected(stack, name)
 
     # Two members picked: the chat is a group (each member opens it with its greeting).
     for name in MEMBERS:

@@ -168,7 +168,8 @@ async function importFile(file) {
   form.append("file", file);
   try {
     const found = await api("POST", "/api/assets", form, true);
-    status.textContent = `${found.duplicate ? "Already imported" : "Imported"} ${found.kind} ${found.name}.`;
+    const later = found.ready === false ? " It is still being indexed: a chat started now may open without its greeting." : "";
+    status.textContent = `${found.duplicate ? "Already imported" : "Imported"} ${found.kind} ${found.name}.${later}`;
     await listCharacters();
   } catch (e) { status.textContent = `Not imported: ${e.message}`; }
 }
