@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -38,11 +38,15 @@ over it never reaches a service (nats-py refuses to send it, nats-server closes 
 that sends one). deploy/nats/*.conf and deploy/k8s/nats-values.yaml say the same."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+def free_port(host: str = "127.0.0.1", besides: Collection[int] = ()) -> int:
+    """A TCP port that nothing listens on right now, none of `besides` (the kernel may hand
+    out a port it just gave again, once the socket that held it is closed)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in besides:
+            return port
 
 
 def port_open(host: str, port: int) -> bool:
@@ -175,7 +179,7 @@ class EmbeddedNats:
         self._refuse_second_owner()
         self._adopt_global_account()
         self.port = self.port or _remembered_port(self.data_dir / "port")
-        self.http_port = self.http_port or free_port()
+        self.http_port = self.http_port or free_port(besides=(self.port,))
         self.write_config()
         (self.data_dir / "port").write_text(str(self.port))
         log = (self.data_dir / "nats-server.log").open("ab")
