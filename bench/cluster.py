@@ -10,12 +10,12 @@ import json
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from nats.js import JetStreamContext
 
-from tavern_runtime.embedded import free_port, nats_server_binary
+from tavern_runtime.embedded import free_ports, nats_server_binary
 
 NAMES = ("b1", "b2", "b3")
 
@@ -24,9 +24,9 @@ NAMES = ("b1", "b2", "b3")
 class Node:
     name: str
     root: Path
-    port: int = field(default_factory=free_port)
-    http_port: int = field(default_factory=free_port)
-    route_port: int = field(default_factory=free_port)
+    port: int
+    http_port: int
+    route_port: int
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -58,7 +58,11 @@ class Cluster:
     """Start with `start()`, stop with `stop()`; `url` is the first node's."""
 
     def __init__(self, root: Path) -> None:
-        self.nodes = [Node(name, root / name) for name in NAMES]
+        ports = free_ports(3 * len(NAMES))
+        self.nodes = [
+            Node(name, root / name, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2])
+            for i, name in enumerate(NAMES)
+        ]
 
     @property
     def url(self) -> str:

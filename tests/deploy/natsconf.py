@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tavern_runtime.embedded import free_port, nats_server_binary
+from tavern_runtime.embedded import free_ports, nats_server_binary
 
 REPO = Path(__file__).resolve().parents[2]
 NATS_DIR = REPO / "deploy" / "nats"
@@ -130,7 +130,8 @@ def single_node(work: Path) -> Node:
     """deploy/nats/single.conf (with accounts.conf beside it) on free loopback ports."""
     work.mkdir(parents=True, exist_ok=True)
     shutil.copy(NATS_DIR / "accounts.conf", work / "accounts.conf")
-    node = Node("single", work / "single.conf", work / "store", free_port(), free_port())
+    port, http_port = free_ports(2)
+    node = Node("single", work / "single.conf", work / "store", port, http_port)
     node.config.write_text(_local((NATS_DIR / "single.conf").read_text(), node))
     return node
 
@@ -148,17 +149,12 @@ def cluster(work: Path) -> list[Node]:
     """deploy/nats/n1..n3.conf on free loopback ports; start each with `route_env(nodes)`."""
     work.mkdir(parents=True, exist_ok=True)
     shutil.copy(NATS_DIR / "accounts.conf", work / "accounts.conf")
-    nodes = [
-        Node(
-            name,
-            work / f"{name}.conf",
-            work / f"{name}-store",
-            free_port(),
-            free_port(),
-            free_port(),
-        )
-        for name in ("n1", "n2", "n3")
-    ]
+    ports = free_ports(9)
+    nodes = []
+    for index, name in enumerate(("n1", "n2", "n3")):
+        port, http_port, route_port = ports[3 * index : 3 * index + 3]
+        config, store = work / f"{name}.conf", work / f"{name}-store"
+        nodes.append(Node(name, config, store, port, http_port, route_port))
     for node, source in zip(nodes, CLUSTER_CONFIGS, strict=True):
         text = _local((NATS_DIR / source).read_text(), node)
         text = _swap(text, 'listen: "0.0.0.0:6222"', f'listen: "127.0.0.1:{node.route_port}"')

@@ -25,7 +25,7 @@ import pytest
 from tavern_cli import catalog, demo, initialise, secure
 from tavern_runtime.credentials import DB_ROLES, Credentials, load_or_create
 from tavern_runtime.dbroles import role_dsn
-from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_ports
 from tavern_runtime.service import serve
 from tavern_runtime.settings import TavernSettings
 from tests.deploy.test_nats_permissions import _settings_class
@@ -138,8 +138,9 @@ async def _old_services(nats_url: str, dsn: str, work: Path) -> AsyncIterator[No
     """The four services as the previous release ran them: no NATS user, the superuser DSN."""
     stop = asyncio.Event()
     runs, ports = [], {}
+    picked = iter(free_ports(len(catalog.SERVICES)))
     for entry in catalog.SERVICES:
-        ports[entry.name] = free_port()
+        ports[entry.name] = next(picked)
         settings = _settings_class(entry.name)(
             nats_url=nats_url,
             database_url=dsn,

@@ -33,7 +33,7 @@ from tavern_events.step import StepStarted
 from tavern_loop.dispatch import dispatch_consumer
 from tavern_runtime.bus import login_options
 from tavern_runtime.credentials import Credentials
-from tavern_runtime.embedded import free_port
+from tavern_runtime.embedded import free_ports
 from tavern_runtime.provision import LEASES, ConsumerSpec, provision
 from tavern_runtime.service import serve
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
@@ -399,8 +399,9 @@ async def _services(secured: Secured, database_url: str, tmp_path: Path) -> Asyn
     """The four services in this process, each logged in as its own user, until exit."""
     stop = asyncio.Event()
     runs, ports = [], {}
+    picked = iter(free_ports(len(catalog.SERVICES)))
     for entry in catalog.SERVICES:
-        ports[entry.name] = free_port()
+        ports[entry.name] = next(picked)
         settings = _settings_class(entry.name)(
             nats_url=secured.server.url,
             nats_user=entry.name,

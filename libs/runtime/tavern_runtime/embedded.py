@@ -49,6 +49,16 @@ def free_port(host: str = "127.0.0.1", besides: Collection[int] = ()) -> int:
             return port
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` different TCP ports that nothing listens on right now (held together while
+    chosen, so none is handed out twice)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+
+
 def port_open(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tavern_runtime.embedded import EmbeddedNats, free_port
+from tavern_runtime.embedded import EmbeddedNats, free_port, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -23,6 +23,8 @@ def test_a_free_port_is_none_of_those_taken_already() -> None:
         held.listen()
         port = held.getsockname()[1]
         assert free_port() != port, "a port something listens on is not free"
+    for _ in range(50):
+        assert len(set(free_ports(9))) == 9, "ports asked together are all different"
 
 
 def test_the_monitor_never_shares_the_client_port(
