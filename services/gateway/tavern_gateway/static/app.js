@@ -367,9 +367,18 @@ async function greeting(characterIds) {
   } catch (e) { /* shown */ }
 }
 
-function chatPage() {
-  const sid = $("#chat").dataset.session;
-  const source = new EventSource(`/api/sessions/${sid}/events`);
+const STREAM_LOST = "Live updates of this chat stopped (signed out, or the chat is not there yet); retrying …";
+
+function follow(sid, pause = 1000) {
+  // The browser reconnects a dropped stream by itself (with Last-Event-ID); one it closed for
+  // good (an answer other than 200: signed out, a chat still being made) is opened again here,
+  // after the last event shown, until it holds.
+  const after = chat.lastId ? `?after=${chat.lastId}` : "";
+  const source = new EventSource(`/api/sessions/${sid}/events${after}`);
+  source.onopen = () => {
+    if (chat.streamLost && $("#notice").textContent === STREAM_LOST) clearNotice();
+    chat.streamLost = false;
+  };
   source.onmessage = (msg) => {
     // A stream that restarts from the beginning replays what was shown: each event once.
     const id = Number(msg.lastEventId || 0);
@@ -377,7 +386,17 @@ function chatPage() {
     if (id) chat.lastId = id;
     try { onEvent(JSON.parse(msg.data)); } catch (e) { console.error(e); }
   };
-  source.onerror = () => { /* EventSource reconnects with Last-Event-ID */ };
+  source.onerror = () => {
+    if (source.readyState !== EventSource.CLOSED) return;
+    chat.streamLost = true;
+    notice(STREAM_LOST);
+    setTimeout(() => follow(sid, Math.min(pause * 2, 30000)), pause);
+  };
+}
+
+function chatPage() {
+  const sid = $("#chat").dataset.session;
+  follow(sid);
   const box = $("#message");
   const draftKey = `draft:${sid}`;
   box.value = sessionStorage.getItem(draftKey) || "";
@@ -388,14 +407,19 @@ function chatPage() {
   $("#composer").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = box.value.trim();
-    if (!text) return;
+    const send = $("#send");
+    if (!text || send.disabled) return;  // one send at a time: Enter twice sends once
     clearNotice();
+    send.disabled = true;
     try {
       if (text === "/compact") await api("POST", `/api/sessions/${sid}/commands`, { name: "compact", args: {} });
       else await api("POST", `/api/sessions/${sid}/messages`, { text });
-      box.value = "";
-      sessionStorage.removeItem(draftKey);
+      if (box.value.trim() === text) {  // what was typed meanwhile stays
+        box.value = "";
+        sessionStorage.removeItem(draftKey);
+      }
     } catch (e) { /* notice shown; the text stays in the box */ }
+    finally { send.disabled = false; }
   });
   $("#cancel").addEventListener("click", () => api("POST", `/api/sessions/${sid}/cancel`).catch(() => {}));
   for (const button of document.querySelectorAll("[data-command]")) {
