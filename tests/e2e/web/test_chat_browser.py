@@ -114,3 +114,28 @@ async def test_what_is_typed_while_a_message_is_sent_stays_and_is_not_sent_twice
     assert len(posted) == 1, posted
     await page.reload()
     assert await page.get_by_label("Message").input_value() == "The next thing, half typed"
+
+
+async def test_a_variable_is_saved_twice_and_edited_from_the_form(stack: Stack, page: Any) -> None:
+    await page.get_by_role("button", name="Chat with Mira").click()
+    await page.wait_for_url(re.compile(r"/chat/s-"))
+    await page.get_by_text("The door creaks open.").wait_for(timeout=REPLY_MS)
+    session_id = page.url.rsplit("/", 1)[1]
+    await page.goto(f"{stack.gateway_url.rstrip('/')}/manage?session={session_id}")
+    await page.get_by_label("Variable name").fill("mood")
+    for value in ('"calm"', '"stormy"'):
+        await page.get_by_label("Value (JSON)").fill(value)
+        await page.get_by_role("button", name="Save variable").click()
+        await page.locator("#variables td", has_text=value).wait_for()
+    assert await page.locator("#notice").is_hidden(), await page.locator("#notice").text_content()
+    assert await page.get_by_label("Expected revision (0 for a new variable)").input_value() == "2"
+    # Edit fills the form with the value as it is (not its JSON text quoted again).
+    await page.get_by_role("button", name="Edit mood").click()
+    assert await page.get_by_label("Value (JSON)").input_value() == '"stormy"'
+    await page.get_by_label("Value (JSON)").fill('{"sky": "clear"}')
+    await page.get_by_role("button", name="Save variable").click()
+    await page.locator("#variables td", has_text="{sky}").wait_for()  # an object's summary
+    # A summary is not the value: Edit leaves the value to write, and says so.
+    await page.get_by_role("button", name="Edit mood").click()
+    assert await page.get_by_label("Value (JSON)").input_value() == ""
+    await page.locator("#notice", has_text="The list shows a summary of mood's value").wait_for()

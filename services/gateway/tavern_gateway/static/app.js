@@ -460,7 +460,8 @@ async function managePage() {
     let value;
     try { value = JSON.parse($("#var-value").value); } catch (e) { notice("The value is not JSON: write \"text\" in quotes, or a number, list or object."); return; }
     try {
-      await api("POST", `/api/sessions/${select.value}/variables`, { scope: $("#var-scope").value, name: $("#var-name").value, value, expected_revision: Number($("#var-revision").value || 0) });
+      const saved = await api("POST", `/api/sessions/${select.value}/variables`, { scope: $("#var-scope").value, name: $("#var-name").value, value, expected_revision: Number($("#var-revision").value || 0) });
+      if (typeof saved.revision === "number") $("#var-revision").value = saved.revision;  // the next save's expectation
       clearNotice();
       loadVariables(select.value);
     } catch (e) { /* notice shown (a stale revision says so); the form keeps what was typed */ }
@@ -593,10 +594,15 @@ async function loadVariables(sid) {
     const found = await api("GET", `/api/sessions/${sid}/variables?scope=${$("#var-scope").value}`);
     body.replaceChildren();
     for (const v of found.variables || []) {
-      const value = JSON.stringify(v.value !== undefined ? v.value : v.summary);
+      // The list gives each value's summary (a short value's JSON text, else a description); it
+      // is shown as it is, and the form takes it only when it is JSON, the whole value.
+      const value = v.value !== undefined ? JSON.stringify(v.value) : v.summary;
+      let whole = value;
+      try { JSON.parse(value); } catch (e) { whole = null; }
       body.append(el("tr", {}, el("td", { text: v.name }), el("td", { text: value }), el("td", { text: String(v.revision) }),
         el("td", {}, el("button", { type: "button", "aria-label": `Edit ${v.name}`, onclick: () => {
-          $("#var-name").value = v.name; $("#var-value").value = value; $("#var-revision").value = v.revision; $("#var-value").focus();
+          $("#var-name").value = v.name; $("#var-value").value = whole ?? ""; $("#var-revision").value = v.revision; $("#var-value").focus();
+          if (whole === null) notice(`The list shows a summary of ${v.name}'s value: write the whole new value.`, "info");
         } }, "Edit"))));
     }
     if (!(found.variables || []).length) body.append(el("tr", {}, el("td", { colspan: 4, text: "No variables." })));
