@@ -64,3 +64,22 @@ async def browser() -> AsyncIterator[Any]:
 async def shot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def create_owner(page: Any, url: str, name: str, password: str) -> None:
+    """A fresh install's first visit: `name` becomes the owner, signed in on the gallery."""
+    await page.goto(url)
+    await page.get_by_role("heading", name="Welcome to AgentTavern").wait_for()
+    await page.get_by_label("User name").fill(name)
+    await page.get_by_label("Password (10 characters or more)").fill(password)
+    await page.get_by_role("button", name="Create owner account").click()
+    await page.get_by_role("heading", name="Characters").wait_for()
+
+
+async def sign_in(page: Any, url: str, name: str, password: str) -> None:
+    """Sign `name` in on the sign-in page; the gallery shows."""
+    await page.goto(f"{url.rstrip('/')}/login")
+    await page.get_by_label("User name").fill(name)
+    await page.get_by_label("Password").fill(password)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_role("heading", name="Characters").wait_for()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.web.conftest import shot
+from tests.e2e.web.conftest import shot, sign_in
 from tests.reliability.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -231,11 +231,7 @@ async def test_a_second_user_finds_none_of_the_first_users_data(stack: Stack, br
 async def _signed_in_owner(stack: Stack, browser: Any) -> tuple[Any, Any]:
     context = await browser.new_context()
     page = await context.new_page()
-    await page.goto(f"{stack.gateway_url.rstrip('/')}/login")
-    await page.get_by_label("User name").fill(OWNER)
-    await page.get_by_label("Password").fill(OWNER_PASSWORD)
-    await page.get_by_role("button", name="Sign in").click()
-    await page.get_by_role("heading", name="Characters").wait_for()
+    await sign_in(page, stack.gateway_url, OWNER, OWNER_PASSWORD)
     return context, page
 
 
@@ -328,11 +324,7 @@ async def test_a_user_has_no_replay_and_sees_only_their_own_approvals(
     page = await context.new_page()
     base = stack.gateway_url.rstrip("/")
     try:
-        await page.goto(f"{base}/login")
-        await page.get_by_label("User name").fill("bob")
-        await page.get_by_label("Password").fill("bobs-own-password")
-        await page.get_by_role("button", name="Sign in").click()
-        await page.get_by_role("heading", name="Characters").wait_for()
+        await sign_in(page, base, "bob", "bobs-own-password")
         await page.goto(f"{base}/manage?session={Journey.session_id}")
         await page.get_by_role("heading", name="Rules and style approvals").wait_for()
         await page.get_by_text("Approvals could not be loaded.").wait_for()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.web.conftest import shot
+from tests.e2e.web.conftest import create_owner, shot, sign_in
 from tests.reliability.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -29,15 +29,9 @@ async def page(stack: Stack, browser: Any) -> AsyncIterator[Any]:
     page = await context.new_page()
     await page.goto(stack.gateway_url)
     if await page.get_by_role("heading", name="Welcome to AgentTavern").count():
-        await page.get_by_label("User name").fill(OWNER)
-        await page.get_by_label("Password (10 characters or more)").fill(PASSWORD)
-        await page.get_by_role("button", name="Create owner account").click()
+        await create_owner(page, stack.gateway_url, OWNER, PASSWORD)
     else:
-        await page.goto(f"{stack.gateway_url.rstrip('/')}/login")
-        await page.get_by_label("User name").fill(OWNER)
-        await page.get_by_label("Password").fill(PASSWORD)
-        await page.get_by_role("button", name="Sign in").click()
-    await page.get_by_role("heading", name="Characters").wait_for()
+        await sign_in(page, stack.gateway_url, OWNER, PASSWORD)
     await page.get_by_label("Card, lorebook or persona file").set_input_files(
         str(CARDS / "v2_mira.png")
     )

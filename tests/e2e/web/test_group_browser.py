@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tavern_events import subjects
-from tests.e2e.web.conftest import shot
+from tests.e2e.web.conftest import create_owner, shot, sign_in
 from tests.reliability.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -35,11 +35,7 @@ async def test_a_group_chat_shows_each_speakers_name_and_avatar(stack: Stack, br
 
 
 async def _group_chat(stack: Stack, page: Any) -> None:
-    await page.goto(stack.gateway_url)
-    await page.get_by_label("User name").fill("ada")
-    await page.get_by_label("Password (10 characters or more)").fill("lighthouse-keeper-42")
-    await page.get_by_role("button", name="Create owner account").click()
-    await page.get_by_role("heading", name="Characters").wait_for()
+    await create_owner(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
     for card, name in (("v2_mira.png", "Mira"), ("v3_suqing.png", "苏青")):
         await page.get_by_label("Card, lorebook or persona file").set_input_files(str(CARDS / card))
         await page.get_by_text(f"Imported character {name}.").wait_for()
@@ -105,11 +101,7 @@ async def test_members_picked_stay_picked_when_the_gallery_answers_late(
         await route.continue_()
 
     try:
-        await page.goto(f"{stack.gateway_url.rstrip('/')}/login")
-        await page.get_by_label("User name").fill("ada")
-        await page.get_by_label("Password").fill("lighthouse-keeper-42")
-        await page.get_by_role("button", name="Sign in").click()
-        await page.get_by_role("heading", name="Characters").wait_for()
+        await sign_in(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
         await page.get_by_role("checkbox", name="Mira").wait_for()
         await page.route("**/api/characters", late_first_listing)
         await page.reload()
