@@ -13,6 +13,7 @@ import pytest
 
 from tavern_events import subjects
 from tests.e2e.web.conftest import create_owner, shot, sign_in
+from tests.reliability.driver import Driver
 from tests.reliability.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -145,3 +146,55 @@ async def _projected(stack: Stack, name: str) -> bool:
     body = json.dumps({"character": name, "fields": ["name"]}).encode()
     reply = await stack.nc.request(subjects.rpc("projector", "character.get"), body, timeout=5)
     return bool(json.loads(reply.data).get("name") == name)
+
+
+async def test_the_chat_page_follows_member_and_mode_changes_without_a_reload(
+    stack: Stack, browser: Any
+) -> None:
+    """A member muted (here by the operator's CLI command) loses its button at once; a mode
+    switched shows in the binding line and in the picker, after a reload too."""
+    assert stack.nc is not None
+    context = await browser.new_context()
+    page = await context.new_page()
+    driver = Driver(stack.nc)
+    try:
+        await sign_in(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
+        for name in MEMBERS:
+            await page.get_by_role("checkbox", name=name).check()
+        await page.get_by_role("button", name="Start chat").click()
+        await page.wait_for_url(re.compile(r"/chat/s-"))
+        await page.get_by_role("button", name="Let 苏青 speak").wait_for()
+        session_id = page.url.rsplit("/", 1)[1]
+        suqing = json.loads(
+            (
+                await stack.nc.request(
+                    subjects.rpc("projector", "character.get"),
+                    json.dumps({"character": "苏青", "fields": ["name"]}).encode(),
+                    timeout=5,
+                )
+            ).data
+        )["source"]["id"]
+
+        await driver.command(session_id, "member", {"action": "mute", "character_id": suqing})
+        await page.wait_for_function(
+            "() => [...document.querySelectorAll('#group-controls button')].some("
+            "b => b.textContent === 'Let 苏青 speak' && b.disabled)",
+            timeout=REPLY_S,
+        )
+        assert await page.get_by_role("button", name="Let Mira speak").is_enabled()
+
+        await page.locator("#mode").select_option("agent-managed")
+        await page.get_by_role("button", name="Switch mode").click()
+        await page.locator("#binding", has_text="agent-managed").wait_for(timeout=REPLY_S)
+        assert "group of 2" in (await page.locator("#binding").text_content() or "")
+        await page.reload()
+        await page.locator("#binding", has_text="agent-managed").wait_for(timeout=REPLY_S)
+        assert await page.locator("#mode").input_value() == "agent-managed"
+        disabled = page.get_by_role("button", name="Let 苏青 speak")
+        await disabled.wait_for()
+        assert await disabled.is_disabled(), "muted, after a reload too"
+    except BaseException:
+        await shot(page, "failed-group-changes")
+        raise
+    finally:
+        await context.close()

@@ -210,7 +210,9 @@ function renderReply(node, ev, p) {
 
 async function groupControls(group) {
   // A group chat: who is in it, and a button per member to let that member speak now.
+  const asked = chat.groupDrawn = (chat.groupDrawn || 0) + 1;
   const found = await api("GET", "/api/characters").catch(() => ({ characters: [] }));
+  if (asked !== chat.groupDrawn) return;  // a newer state of the group is being drawn
   const names = new Map(found.characters.map((c) => [c.asset_id, c.name]));
   const box = $("#group-controls");
   if (!box) return;
@@ -223,6 +225,25 @@ async function groupControls(group) {
     const muted = (group.disabled || []).includes(m.character_id);
     box.append(el("button", { type: "button", disabled: muted ? "disabled" : null, onclick: () => api("POST", `/api/sessions/${$("#chat").dataset.session}/commands`, { name: "speak", args: { name: m.character_id } }).catch(() => {}) }, `Let ${name} speak`));
   }
+}
+
+function showBinding(note = "") {
+  // The binding line, the mode picker and a group's controls, as the log has them now.
+  const b = chat.binding;
+  $("#binding").textContent = `${b.architecture}${b.context_mode ? " · " + b.context_mode : ""}${b.character_id ? " · character " + b.character_id : ""}${b.group ? " · group of " + b.group.members.length : ""}${note}`;
+  if (b.context_mode) $("#mode").value = b.context_mode;
+  if (b.group) groupControls(b.group);
+}
+
+function regrouped(group, type, p) {
+  // A group after a member event (the loop's own rules: muted members stay members).
+  const next = { ...group, members: [...group.members], disabled: [...(group.disabled || [])] };
+  const id = type === "group/member-added" ? p.member.character_id : p.character_id;
+  if (type === "group/member-added" && !next.members.some((m) => m.character_id === id)) next.members.push(p.member);
+  if (type === "group/member-removed") next.members = next.members.filter((m) => m.character_id !== id);
+  if (type === "group/member-muted" && !next.disabled.includes(id)) next.disabled.push(id);
+  if (type === "group/member-unmuted" || type === "group/member-removed") next.disabled = next.disabled.filter((d) => d !== id);
+  return next;
 }
 
 function turnItem(turn) {
@@ -265,17 +286,25 @@ function onEvent(ev) {
   const p = ev.payload || {};
   switch (ev.type) {
     case "session/created":
-      chat.binding = p;
-      $("#binding").textContent = `${p.architecture}${p.context_mode ? " · " + p.context_mode : ""}${p.character_id ? " · character " + p.character_id : ""}`;
-      if (p.context_mode) $("#mode").value = p.context_mode;
-      if (p.group) {
-        $("#binding").textContent += ` · group of ${p.group.members.length}`;
-        groupControls(p.group);
-      }
+      chat.binding = { ...p };
+      showBinding();
       greeting(p.group ? p.group.members.map((m) => m.character_id) : [p.character_id]);
       break;
     case "session/binding-changed":
-      $("#binding").textContent = `${chat.binding ? chat.binding.architecture : ""} · ${p.to_context_mode} (from the next turn)`;
+      if (!chat.binding) break;
+      chat.binding.architecture = p.to_architecture;
+      chat.binding.context_mode = p.to_context_mode;
+      if (p.group) chat.binding.group = p.group;
+      showBinding(" (from the next turn)");
+      break;
+    case "group/member-added":
+    case "group/member-removed":
+    case "group/member-muted":
+    case "group/member-unmuted":
+      if (chat.binding && chat.binding.group) {
+        chat.binding.group = regrouped(chat.binding.group, ev.type, p);
+        showBinding();
+      }
       break;
     case "user/message":
       if (ev.form === "recall") {
