@@ -611,7 +611,7 @@ async def _cleanup(
             {"evidence_id": str(i.get("evidence_id")), "text": i.get("content")} for i in items
         ]
         return {"deleted": [], "confirm": ids, "items": preview, "done": False}
-    deleted = []
+    deleted, refused = [], []
     for evidence_id in ids:
         try:
             await gw.bus.rpc(
@@ -623,7 +623,8 @@ async def _cleanup(
             deleted.append(evidence_id)
         except Refused as exc:
             log.info("cleanup_refused", evidence_id=evidence_id, code=exc.code)
-    return {"deleted": deleted, "confirm": ids, "done": True}
+            refused.append({"evidence_id": evidence_id, "code": exc.code, "message": exc.message})
+    return {"deleted": deleted, "refused": refused, "confirm": ids, "done": True}
 
 
 # --- variables (the ledger's store, compare-and-set) ----------------------------------------

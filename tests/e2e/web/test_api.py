@@ -340,6 +340,7 @@ async def test_sessions_streams_and_memory_answer_their_owner_only(
     )
     assert done.json()["done"] is True
     assert done.json()["deleted"]
+    assert done.json()["refused"] == [], "every item went; none the ledger refused"
 
     # A scope's clean-up (a character's: every chat with it) likewise, for its owner only.
     later = await _chat(owner, "My favourite tea is genmaicha.")

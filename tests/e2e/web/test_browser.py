@@ -4,6 +4,7 @@ checked by what they see (roles, labels, visible text)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,24 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     await dialog.get_by_text("My boat Nautilus is green.").wait_for()
     await shot(page, "04b-cleanup-confirm")
     await dialog.get_by_role("button", name="Keep them").click()
+    await page.locator("#memory tbody tr", has_text="Nautilus is green").first.wait_for()
+
+    # A list that changed before the confirmation (here: the confirmation names one item less)
+    # deletes nothing and is asked again, never reported as done.
+    async def one_less(route: Any) -> None:
+        body = json.loads(route.request.post_data or "{}")
+        if body.get("confirm"):
+            body["confirm"] = body["confirm"][1:]
+        await route.continue_(post_data=json.dumps(body))
+
+    cleanup_url = re.compile(r"/memory/cleanup$")
+    await page.route(cleanup_url, one_less)
+    await page.get_by_role("button", name="Clean up this chat's memory").click()
+    await dialog.get_by_role("button", name="Delete them").click()
+    await dialog.get_by_text(re.compile("The memory changed since this list was made")).wait_for()
+    assert await dialog.get_by_text(re.compile(r"^Deleted \d+ items")).count() == 0
+    await dialog.get_by_role("button", name="Keep them").click()
+    await page.unroute(cleanup_url)
     await page.locator("#memory tbody tr", has_text="Nautilus is green").first.wait_for()
 
     # Back in the chat: the next reply's recall has changed to the correction.

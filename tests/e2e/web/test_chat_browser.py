@@ -133,3 +133,41 @@ async def test_a_variable_is_saved_twice_and_edited_from_the_form(stack: Stack, 
     await page.get_by_role("button", name="Edit mood").click()
     assert await page.get_by_label("Value (JSON)").input_value() == ""
     await page.locator("#notice", has_text="The list shows a summary of mood's value").wait_for()
+
+
+async def test_the_manage_page_shows_only_the_chat_picked_last(stack: Stack, page: Any) -> None:
+    """An answer about the chat picked before arrives after another chat was picked: it is not
+    drawn over the chat now shown."""
+    await page.get_by_role("button", name="Chat with Mira").click()
+    await page.wait_for_url(re.compile(r"/chat/s-"))
+    await page.get_by_text("The door creaks open.").wait_for(timeout=REPLY_MS)
+    first = page.url.rsplit("/", 1)[1]
+    manage = f"{stack.gateway_url.rstrip('/')}/manage?session={first}"
+    await page.goto(manage)
+    await page.get_by_label("Variable name").fill("tide")
+    await page.get_by_label("Value (JSON)").fill("1")
+    await page.get_by_role("button", name="Save variable").click()
+    await page.locator("#variables td", has_text="tide").wait_for()
+
+    held = asyncio.Event()
+
+    async def late_for_the_first(route: Any) -> None:
+        if f"/sessions/{first}/variables" in route.request.url:
+            await held.wait()
+        await route.continue_()
+
+    await page.route(re.compile(r"/api/sessions/[^/]+/variables"), late_for_the_first)
+    await page.goto(manage)
+    chats = page.locator("#manage-session option")
+    await chats.nth(1).wait_for(state="attached")
+    other = next(
+        value
+        for value in await chats.evaluate_all("options => options.map(o => o.value)")
+        if value != first
+    )
+    async with page.expect_response(lambda r: f"/sessions/{other}/variables" in r.url):
+        await page.locator("#manage-session").select_option(other)
+    async with page.expect_response(lambda r: f"/sessions/{first}/variables" in r.url):
+        held.set()
+    await page.wait_for_timeout(300)  # the page's handler of that answer has run
+    assert await page.locator("#variables td", has_text="tide").count() == 0

@@ -539,6 +539,11 @@ async function loadOperator() {
   } catch (e) { /* shown */ }
 }
 
+function chosen(sid) {
+  // The manage page draws a chat's answers only while that chat is still the one picked.
+  return $("#manage-session").value === sid;
+}
+
 function loadChat(sid, row) {
   if (!sid) return;
   $("#manage-binding").textContent = row ? `Architecture ${row.architecture}${row.context_mode ? ", context mode " + row.context_mode : ""}; chat ${row.chat_id}${row.character_id ? "; character " + row.character_id : ""}` : sid;
@@ -554,6 +559,7 @@ function loadChat(sid, row) {
 async function loadApprovals(sid, done) {
   try {
     const found = await api("GET", `/api/sessions/${sid}/approvals`);
+    if (!chosen(sid)) return;
     const cell = (text) => el("td", { text: String(text) });
     const decide = (label, url, after) => {
       const buttons = el("td", { class: "row-actions" });
@@ -593,6 +599,7 @@ async function loadMemory(sid, scope) {
   const body = $("#memory tbody");
   try {
     const found = await api("GET", `/api/memory?${params}`);
+    if (!chosen(sid)) return;
     body.replaceChildren();
     for (const item of found.items || []) body.append(memoryRow(sid, item));
     if (!(found.items || []).length) body.append(el("tr", {}, el("td", { colspan: 6, text: "No memory items." })));
@@ -621,6 +628,7 @@ async function loadVariables(sid) {
   const body = $("#variables tbody");
   try {
     const found = await api("GET", `/api/sessions/${sid}/variables?scope=${$("#var-scope").value}`);
+    if (!chosen(sid)) return;
     body.replaceChildren();
     for (const v of found.variables || []) {
       // The list gives each value's summary (a short value's JSON text, else a description); it
@@ -670,18 +678,25 @@ async function cleanup(sid, scope) {
   const box = $("#cleanup-confirm");
   const url = scope ? `/api/scopes/${scope}/memory/cleanup` : `/api/sessions/${sid}/memory/cleanup`;
   const what = scope ? `scope ${scope} (every chat with this character)` : `chat ${sid}`;
-  const first = await api("POST", url, { session_id: sid, confirm: [] });
-  if (!first.confirm.length) { box.replaceChildren(el("p", { text: `There is no memory of ${what} to clean up.` })); box.hidden = false; return; }
-  const list = el("ul");
-  for (const item of first.items || []) list.append(el("li", { text: item.text || item.evidence_id }));
-  box.replaceChildren(el("p", { text: `This deletes these ${first.confirm.length} memory items of ${what}:` }), list,
-    el("button", { type: "button", onclick: async () => {
-      const done = await api("POST", url, { session_id: sid, confirm: first.confirm });
-      box.replaceChildren(el("p", { role: "status", text: `Deleted ${done.deleted.length} items.` }));
-      loadMemory(sid);
-    } }, "Delete them"),
-    el("button", { type: "button", onclick: () => { box.hidden = true; } }, "Keep them"));
-  box.hidden = false;
+  const ask = (listed, note) => {
+    // What would go, to confirm; a list that changed meanwhile is asked again, never guessed.
+    if (!listed.confirm.length) { box.replaceChildren(el("p", { text: `There is no memory of ${what} to clean up.` })); box.hidden = false; return; }
+    const list = el("ul");
+    for (const item of listed.items || []) list.append(el("li", { text: item.text || item.evidence_id }));
+    box.replaceChildren(...(note ? [el("p", { class: "warn", role: "status", text: note })] : []),
+      el("p", { text: `This deletes these ${listed.confirm.length} memory items of ${what}:` }), list,
+      el("button", { type: "button", onclick: async () => {
+        const done = await api("POST", url, { session_id: sid, confirm: listed.confirm });
+        if (!done.done) { ask(done, "The memory changed since this list was made: nothing was deleted. Check the list and confirm again."); return; }
+        const refused = (done.refused || []).length;
+        const kept = refused ? ` ${refused} could not be deleted (the ledger refused them).` : "";
+        box.replaceChildren(el("p", { role: "status", text: `Deleted ${done.deleted.length} items.${kept}` }));
+        loadMemory(sid);
+      } }, "Delete them"),
+      el("button", { type: "button", onclick: () => { box.hidden = true; } }, "Keep them"));
+    box.hidden = false;
+  };
+  ask(await api("POST", url, { session_id: sid, confirm: [] }), "");
 }
 
 async function importMemory(sid) {
@@ -718,11 +733,15 @@ function importReport(found) {
   return parts;
 }
 
+let toolsSource = null;
+
 async function loadTools(sid) {
   const list = $("#tool-calls");
   list.replaceChildren();
-  const source = new EventSource(`/api/sessions/${sid}/events`);
+  if (toolsSource) toolsSource.close();  // another chat's calls stop here
+  const source = toolsSource = new EventSource(`/api/sessions/${sid}/events`);
   source.onmessage = (msg) => {
+    if (!chosen(sid)) return;
     const ev = JSON.parse(msg.data);
     if (ev.type === "tool/call") list.append(el("li", {}, el("code", { text: `turn ${ev.turn} step ${ev.step}: ${ev.payload.name}(${(ev.payload.arguments || "").slice(0, 200)})` })));
   };
