@@ -198,3 +198,31 @@ async def test_the_chat_page_follows_member_and_mode_changes_without_a_reload(
         raise
     finally:
         await context.close()
+
+
+async def test_the_new_chat_form_never_drops_a_choice_silently(stack: Stack, browser: Any) -> None:
+    """One member ticked is a chat with that character; a character picked and members ticked
+    is refused with a reason, not quietly made into either."""
+    context = await browser.new_context()
+    page = await context.new_page()
+    try:
+        await sign_in(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
+        await page.get_by_label("Character", exact=True).select_option(label="Mira")
+        for name in MEMBERS:
+            await page.get_by_role("checkbox", name=name).check()
+        await page.get_by_role("button", name="Start chat").click()
+        await page.get_by_role("alert").get_by_text(re.compile("not both")).wait_for()
+        assert "/chat/" not in page.url
+
+        await page.get_by_label("Character", exact=True).select_option(value="")
+        await page.get_by_role("checkbox", name="Mira").uncheck()
+        await page.get_by_role("button", name="Start chat").click()
+        await page.wait_for_url(re.compile(r"/chat/s-"))
+        await page.get_by_text("门吱呀一声开了。", exact=True).wait_for()
+        await page.locator("#binding", has_text="character").wait_for()
+        assert "group" not in (await page.locator("#binding").text_content() or "")
+    except BaseException:
+        await shot(page, "failed-new-chat-form")
+        raise
+    finally:
+        await context.close()

@@ -108,7 +108,11 @@ async function indexPage() {
   });
   $("#new-chat").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    await startChat($("#character").value || null).catch(() => {});
+    // One character (picked, or the one member ticked), or a group of two or more: not both.
+    const picked = $("#character").value || null;
+    const members = [...document.querySelectorAll("#members input:checked")].map((box) => box.value);
+    if (picked && members.length >= 2) { notice("Pick one character, or tick two or more members for a group chat, not both."); return; }
+    await startChat(picked || (members.length === 1 ? members[0] : null)).catch(() => {});
   });
   const invite = $("#invite");
   if (invite) invite.addEventListener("click", async () => {
