@@ -7,6 +7,7 @@ how to install it. Screenshots go to `test-artifacts/web/` (gitignored).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -83,3 +84,18 @@ async def sign_in(page: Any, url: str, name: str, password: str) -> None:
     await page.get_by_label("Password").fill(password)
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_role("heading", name="Characters").wait_for()
+
+
+@contextlib.asynccontextmanager
+async def opened(browser: Any, failed_shot: str) -> AsyncIterator[Any]:
+    """A page in a context of its own, closed after; a screenshot named `failed_shot` when the
+    block fails."""
+    context = await browser.new_context()
+    page = await context.new_page()
+    try:
+        yield page
+    except BaseException:
+        await shot(page, failed_shot)
+        raise
+    finally:
+        await context.close()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.web.conftest import create_owner, shot, sign_in
+from tests.e2e.web.conftest import create_owner, sign_in
 from tests.reliability.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -38,9 +38,6 @@ async def page(stack: Stack, browser: Any) -> AsyncIterator[Any]:
     await page.get_by_text(re.compile(r"mported character Mira\.")).wait_for()
     try:
         yield page
-    except BaseException:
-        await shot(page, "failed-chat-network")
-        raise
     finally:
         await context.close()
 

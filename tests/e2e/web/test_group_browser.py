@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tavern_events import subjects
-from tests.e2e.web.conftest import create_owner, shot, sign_in
+from tests.e2e.web.conftest import create_owner, opened, shot, sign_in
 from tests.reliability.driver import Driver
 from tests.reliability.stack import Stack
 
@@ -24,15 +24,8 @@ MEMBERS = ("Mira", "苏青")
 
 
 async def test_a_group_chat_shows_each_speakers_name_and_avatar(stack: Stack, browser: Any) -> None:
-    context = await browser.new_context()
-    page = await context.new_page()
-    try:
+    async with opened(browser, "failed-group-chat") as page:
         await _group_chat(stack, page)
-    except BaseException:
-        await shot(page, "failed-group-chat")
-        raise
-    finally:
-        await context.close()
 
 
 async def _group_chat(stack: Stack, page: Any) -> None:
@@ -89,8 +82,6 @@ async def test_members_picked_stay_picked_when_the_gallery_answers_late(
 ) -> None:
     """The index page's first listing of characters can answer after the user has already
     checked members (a slow projector, a quick hand): it must not redraw the form over them."""
-    context = await browser.new_context()
-    page = await context.new_page()
     held = asyncio.Event()
     listings = 0
 
@@ -101,7 +92,7 @@ async def test_members_picked_stay_picked_when_the_gallery_answers_late(
             await held.wait()
         await route.continue_()
 
-    try:
+    async with opened(browser, "failed-late-gallery") as page:
         await sign_in(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
         await page.get_by_role("checkbox", name="Mira").wait_for()
         await page.route("**/api/characters", late_first_listing)
@@ -122,11 +113,6 @@ async def test_members_picked_stay_picked_when_the_gallery_answers_late(
         await page.get_by_role("button", name="Start chat").click()
         await page.wait_for_url(re.compile(r"/chat/s-"))
         await page.get_by_text(re.compile("group of 2")).wait_for()
-    except BaseException:
-        await shot(page, "failed-late-gallery")
-        raise
-    finally:
-        await context.close()
 
 
 async def _send(page: Any, text: str) -> Any:
@@ -154,10 +140,8 @@ async def test_the_chat_page_follows_member_and_mode_changes_without_a_reload(
     """A member muted (here by the operator's CLI command) loses its button at once; a mode
     switched shows in the binding line and in the picker, after a reload too."""
     assert stack.nc is not None
-    context = await browser.new_context()
-    page = await context.new_page()
     driver = Driver(stack.nc)
-    try:
+    async with opened(browser, "failed-group-changes") as page:
         await sign_in(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
         for name in MEMBERS:
             await page.get_by_role("checkbox", name=name).check()
@@ -193,19 +177,12 @@ async def test_the_chat_page_follows_member_and_mode_changes_without_a_reload(
         disabled = page.get_by_role("button", name="Let 苏青 speak")
         await disabled.wait_for()
         assert await disabled.is_disabled(), "muted, after a reload too"
-    except BaseException:
-        await shot(page, "failed-group-changes")
-        raise
-    finally:
-        await context.close()
 
 
 async def test_the_new_chat_form_never_drops_a_choice_silently(stack: Stack, browser: Any) -> None:
     """One member ticked is a chat with that character; a character picked and members ticked
     is refused with a reason, not quietly made into either."""
-    context = await browser.new_context()
-    page = await context.new_page()
-    try:
+    async with opened(browser, "failed-new-chat-form") as page:
         await sign_in(page, stack.gateway_url, "ada", "lighthouse-keeper-42")
         await page.get_by_label("Character", exact=True).select_option(label="Mira")
         for name in MEMBERS:
@@ -221,8 +198,3 @@ async def test_the_new_chat_form_never_drops_a_choice_silently(stack: Stack, bro
         await page.get_by_text("门吱呀一声开了。", exact=True).wait_for()
         await page.locator("#binding", has_text="character").wait_for()
         assert "group" not in (await page.locator("#binding").text_content() or "")
-    except BaseException:
-        await shot(page, "failed-new-chat-form")
-        raise
-    finally:
-        await context.close()
