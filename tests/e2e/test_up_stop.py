@@ -20,6 +20,12 @@ from tests.support import eventually
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action in the child, as a terminal's foreground job has it: a runner
+    started as a background job ignores SIGINT, and its children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_ctrl_c_through_a_dead_pipe_still_stops_everything(
     data_dir: Path,
     tmp_path: Path,
@@ -33,9 +39,14 @@ async def test_ctrl_c_through_a_dead_pipe_still_stops_everything(
         env=_env(data_dir),
         stdout=write_end,
         stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=_as_in_a_terminal,
     )
     tee = await asyncio.create_subprocess_exec(
-        "tee", str(log), stdin=read_end, stdout=asyncio.subprocess.DEVNULL
+        "tee",
+        str(log),
+        stdin=read_end,
+        stdout=asyncio.subprocess.DEVNULL,
+        preexec_fn=_as_in_a_terminal,
     )
     os.close(read_end)
     os.close(write_end)
