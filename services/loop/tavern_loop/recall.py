@@ -28,7 +28,8 @@ class Recall:
 
 
 class RecallClient:
-    """Asks `tavern.rpc.ledger.recall` with a deadline; any failure means no injection."""
+    """Asks `tavern.rpc.ledger.recall` with a deadline; any failure means no injection (None),
+    an answer with nothing found is a `Recall` with empty text."""
 
     def __init__(self, nc: Client, timeout_s: float = 3.0) -> None:
         self._nc, self._timeout = nc, timeout_s
@@ -61,10 +62,10 @@ class RecallClient:
         except (NoRespondersError, NatsTimeout, ValueError) as exc:
             log.warning("recall_unavailable", session_id=session_id, error=type(exc).__name__)
             return None
-        text = str(body.get("text") or "").strip()
-        if body.get("error") or not text:
+        if body.get("error"):
             return None
-        return Recall(text, int(body.get("count", 0)))
+        text = str(body.get("text") or "").strip()
+        return Recall(text, int(body.get("count", 0)) if text else 0)
 
 
 def _attrs(session_id: str, turn: int) -> dict[str, str | int]:

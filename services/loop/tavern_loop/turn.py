@@ -192,6 +192,9 @@ class _Progress:
     recalled: dict[str | None, frozenset[str]] = field(default_factory=dict)
     """The recall lines this turn has shown the model so far, per group member speaking (each
     member's steps recall for it; `None` outside a group)."""
+    asked: set[tuple[str | None, str]] = field(default_factory=set)
+    """(member speaking, question) the ledger has answered in this turn: a later step with the
+    same question for the same member does not ask again."""
     max_tokens: bool = False
     """A step's reply was cut at the token limit (sticky for the turn, as in DSH)."""
 
@@ -610,8 +613,9 @@ class TurnRunner:
         if client is None or not self.deps.options.recall or not self.profile.recall:
             return None
         query = _last_human_text(self.held.events)
-        if not query:
-            return None
+        speaker = self.speaker.character_id if self.speaker is not None else None
+        if not query or (speaker, query) in self.progress.asked:
+            return None  # a later step of the same question: what it recalls is shown already
         credentials = self.deps.credentials
         owner = self.held.state.binding.owner
         headers = credentials.headers(LOOP.acting_for(owner)) if credentials else None
@@ -619,9 +623,11 @@ class TurnRunner:
             self.held.session_id, query, self.draft.turn, self.draft.step, headers, self._member()
         )
         if found is None:
+            return None  # the ledger did not answer: the next step asks again
+        self.progress.asked.add((speaker, query))
+        if not found.text:
             return None
         lines = frozenset(found.text.splitlines())
-        speaker = self.speaker.character_id if self.speaker is not None else None
         shown = self.progress.recalled.get(speaker, frozenset())
         if lines <= shown:
             return None  # this turn's history already holds all of it (perhaps ranked otherwise)

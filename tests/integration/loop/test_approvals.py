@@ -76,34 +76,73 @@ async def test_recall_and_approvals_are_asked_at_once_and_logged_in_that_order(
     assert stamps == sorted(stamps)
 
 
-async def test_a_later_step_shows_recall_again_only_when_it_holds_something_new(
+async def test_a_later_step_asks_again_only_with_a_new_question_and_shows_only_new_lines(
     bus: LoopBus,
 ) -> None:
-    """The ledger is asked before every step; what the turn already shows, even ranked
-    otherwise, is not shown twice."""
+    """The ledger is asked before a turn's first step, and before a later step only for a
+    question the turn has not asked (a message that joined at that step); what the turn already
+    shows, even ranked otherwise, is not shown twice."""
     answers = iter(
         [
             "- [user] I keep bees\n- [user] my hives are blue",  # turn 1, step 1
-            "- [user] my hives are blue\n- [user] I keep bees",  # step 2: the same, reordered
             "- [user] I keep bees\n- [user] my hives are blue",  # turn 2, step 1: a new turn
+            "- [user] my hives are blue\n- [user] I keep bees",  # step 2, new question: reordered
+            "- [user] I keep bees\n- [user] my hives are blue",  # turn 3, step 1
             "- [user] I keep bees\n- [user] the queen is new",  # step 2: one line is new
         ]
     )
+    asked: list[tuple[int, int, str]] = []
+
+    async def ledger(msg: Msg) -> None:
+        body = json.loads(msg.data)
+        asked.append((body["turn"], body["step"], body["query"]))
+        await msg.respond(json.dumps({"text": next(answers), "count": 2}).encode())
+
+    await bus.nc.subscribe(RECALL_SUBJECT, cb=ledger)
+    bench = ToolBench()
+    await bus.engine(tools=bench.tools())
+    await bus.say("s4", 'call echo with {"text": "bees"}')  # two steps, one question
+    await bus.turns_ended("s4", 1)
+    for turn, later in ((2, "and the hives?"), (3, "and the queen?")):
+        bench.gate_entered.clear()
+        bench.gate = asyncio.Event()
+        await bus.say("s4", "call gate with {}")
+        await asyncio.wait_for(bench.gate_entered.wait(), 10)
+        await bus.say("s4", later)  # joins the turn at its next step: a new question
+        bench.gate.set()
+        events = await bus.turns_ended("s4", turn)
+
+    assert asked == [
+        (1, 1, 'call echo with {"text": "bees"}'),
+        (2, 1, "call gate with {}"),
+        (2, 2, "and the hives?"),
+        (3, 1, "call gate with {}"),
+        (3, 2, "and the queen?"),
+    ]
+    shown = [(e.turn, e.step, e.payload.text) for e in events if e.form == "recall"]
+    assert [(turn, step) for turn, step, _ in shown] == [(1, 1), (2, 1), (3, 1), (3, 2)]
+    assert shown[0][2].endswith("- [user] I keep bees\n- [user] my hives are blue")
+    assert shown[3][2].endswith("- [user] I keep bees\n- [user] the queen is new")
+
+
+async def test_a_step_whose_recall_went_unanswered_asks_again_at_the_next_step(
+    bus: LoopBus,
+) -> None:
     asked: list[int] = []
 
     async def ledger(msg: Msg) -> None:
         asked.append(json.loads(msg.data)["step"])
-        await msg.respond(json.dumps({"text": next(answers), "count": 2}).encode())
+        if len(asked) == 1:
+            await msg.respond(json.dumps({"error": {"code": "unavailable"}}).encode())
+            return
+        await msg.respond(json.dumps({"text": "- [user] I keep bees", "count": 1}).encode())
 
     await bus.nc.subscribe(RECALL_SUBJECT, cb=ledger)
     await bus.engine(tools=ToolBench().tools())
-    await bus.say("s4", 'call echo with {"text": "bees"}')
-    await bus.turns_ended("s4", 1)
-    await bus.say("s4", 'call echo with {"text": "queen"}')
-    events = await bus.turns_ended("s4", 2)
+    await bus.say("s5", 'call echo with {"text": "bees"}')
+    events = await bus.turns_ended("s5", 1)
 
-    assert asked == [1, 2, 1, 2]  # asked before every step
-    shown = [(e.turn, e.payload.text) for e in events if e.form == "recall"]
-    assert [turn for turn, _ in shown] == [1, 2, 2]
-    assert shown[0][1].endswith("- [user] I keep bees\n- [user] my hives are blue")
-    assert shown[2][1].endswith("- [user] I keep bees\n- [user] the queen is new")
+    assert asked == [1, 2]
+    shown = [(e.step, e.payload.text) for e in events if e.form == "recall"]
+    assert [step for step, _ in shown] == [2]
+    assert shown[0][1].endswith("- [user] I keep bees")
