@@ -90,6 +90,7 @@ def run_service(name: str, build_app: Callable[[S], FastStream], settings: S) ->
     outcome (the spans still buffered exported first)."""
     configure_logging(name, settings.log_level, settings.log_format)
     tracing.configure_tracing(name, settings.otlp_endpoint)
+    yield_cpu(settings.niceness)
     try:
         app = build_app(settings)
     except TavernError as exc:
@@ -101,6 +102,21 @@ def run_service(name: str, build_app: Callable[[S], FastStream], settings: S) ->
     finally:
         tracing.shutdown_tracing()
     sys.exit(code)
+
+
+def yield_cpu(niceness: int) -> None:
+    """Lower the process's scheduling priority to `niceness` (never raise it: that needs a
+    privilege, and a process started nicer than asked stays so)."""
+    if niceness <= 0:
+        return
+    try:
+        now = os.getpriority(os.PRIO_PROCESS, 0)
+        if niceness > now:
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    except OSError as exc:  # e.g. a seccomp profile that refuses it: run as started
+        log.warning("niceness_not_set", niceness=niceness, error=str(exc))
+        return
+    log.info("niceness_set", niceness=max(niceness, now))
 
 
 async def serve(

@@ -69,5 +69,12 @@ class TavernSettings(BaseSettings):
     )
 
     @property
+    def niceness(self) -> int:
+        """The scheduling niceness the process lowers itself to at start (0 = as started).
+        Services whose work nobody waits on (read models, consolidation) raise it, so under load
+        the turns people wait on get the CPU first."""
+        return 0
+
+    @property
     def nats_servers(self) -> list[str]:
         return [s.strip() for s in self.nats_url.split(",") if s.strip()]

@@ -54,6 +54,13 @@ class ConsolidatorSettings(TavernSettings):
     )
     consolidator_consumer_batch: int = Field(default=256, ge=1, le=1000)
     consolidator_consumer_wait_s: float = Field(default=0.5, gt=0, le=10)
+    consolidator_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="scheduling niceness of the process: consolidation yields the CPU to the "
+        "turns people wait on (0 = as started)",
+    )
     # rules feedback channel (acp.md §18)
     consolidator_rule_daily_runs: int = Field(default=4, ge=1)
     consolidator_rule_window_days: int = Field(default=7, ge=1)
@@ -68,3 +75,7 @@ class ConsolidatorSettings(TavernSettings):
     consolidator_policy_max_age_days: int = Field(default=30, ge=0)
     # dreaming (acp.md §16)
     consolidator_dream_archive_days: int = Field(default=90, ge=1)
+
+    @property
+    def niceness(self) -> int:
+        return self.consolidator_nice

@@ -48,6 +48,19 @@ class ProjectorSettings(TavernSettings):
         default=True, description="rebuild projections whose stored version is outdated"
     )
 
+    projector_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="scheduling niceness of the process: read models yield the CPU to the "
+        "turns people wait on, and catch up in larger batches once the load eases (0 = as "
+        "started)",
+    )
+
+    @property
+    def niceness(self) -> int:
+        return self.projector_nice
+
     @property
     def chats_dir(self) -> Path:
         return self.projector_chats_dir or self.data_dir / "chats"
