@@ -340,5 +340,7 @@ def test_the_one_pass_summary_cut_equals_its_definition(
 ) -> None:
     log, made = Log(), 0
     for op in ops:
+        if op[0] == "result" and int(op[1]) >= made:  # type: ignore[call-overload]
+            continue  # a result before its call: a log the loop never writes (it calls first)
         made = apply_op(log, op, made)
     assert summary_cut(log.events, retain) == reference_summary_cut(log.events, retain)
