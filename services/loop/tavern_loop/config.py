@@ -44,6 +44,12 @@ class LoopSettings(TavernSettings):
         description="messages sent while a session is idle that one turn enters (DSH: 1, one "
         "turn each); messages sent during a turn join it at its next step",
     )
+    loop_approvals_quiet_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="after the consolidator answered that no style promotion awaits a "
+        "session's decision, seconds its turns do not ask again (0: ask at every turn)",
+    )
     loop_projection_ratios: dict[str, float] = Field(
         default_factory=lambda: {"kernel": 0.15, "recent": 0.35, "retrieved": 0.25, "reply": 0.25},
         description="agent-managed budget zones as shares of the context window",
@@ -74,4 +80,5 @@ def loop_options(settings: LoopSettings) -> LoopOptions:
         profiles=profiles,
         log_cache_events=settings.loop_log_cache_events,
         followups_per_turn=settings.loop_followups_per_turn,
+        approvals_quiet_s=settings.loop_approvals_quiet_s,
     )

@@ -116,7 +116,11 @@ class LoopOptions:
     recall: bool = True
     recall_timeout_s: float = 3.0
     approvals: bool = True
-    """Ask the consolidator for style promotions awaiting a decision at each turn's first step."""
+    """Ask the consolidator for style promotions awaiting a decision at a turn's first step."""
+    approvals_quiet_s: float = 30.0
+    """After the consolidator answered that none wait for a session, its turns do not ask again
+    for this long (a promotion then shows at most this much later; under load, one question a
+    turn to the consolidator was most of its work). 0: ask at every turn."""
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
     guard: GuardConfig | None = field(default_factory=GuardConfig)
     spill_max_inline_bytes: int | None = 50_000

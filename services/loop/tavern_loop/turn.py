@@ -76,6 +76,7 @@ from tavern_loop.domain.groupchat import (
     picked_next,
 )
 from tavern_loop.domain.history import derive_messages
+from tavern_loop.domain.quiet import QuietSessions
 from tavern_loop.domain.speakers import Choice
 from tavern_loop.greeter import greeting_payload
 from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs
@@ -149,6 +150,8 @@ class LoopDeps:
     credentials: Credentials | None = None
     """Checks the principal of each input and signs the RPCs made for the session's owner;
     without it every input is refused as unauthenticated."""
+    quiet: QuietSessions = field(default_factory=QuietSessions)
+    """Sessions the consolidator lately said no style promotion awaits (not asked meanwhile)."""
 
 
 class TurnCancelled(Exception):
@@ -642,12 +645,18 @@ class TurnRunner:
 
     async def _approvals(self) -> Injected | None:
         """Style promotions awaiting a human (consolidator), shown at a turn's first step."""
-        if self.draft.step != 1 or not self.deps.options.approvals:
+        options, session_id = self.deps.options, self.held.session_id
+        if self.draft.step != 1 or not options.approvals:
+            return None
+        now = self.deps.clock()
+        if self.deps.quiet.holds(session_id, now):
             return None
         subject = subjects.rpc("consolidator", "approvals.next")
-        reply = await self.rpc(subject, {"session_id": self.held.session_id}, APPROVALS_S)
+        reply = await self.rpc(subject, {"session_id": session_id}, APPROVALS_S)
         requests = reply.get("requests") if isinstance(reply, dict) else None
         if not requests:
+            if isinstance(reply, dict) and "error" not in reply:  # an answer: none wait
+                self.deps.quiet.hold(session_id, now, options.approvals_quiet_s)
             return None
         lines = [APPROVALS_HEADER]
         lines += [f"- {r.get('candidate_id')}: {r.get('reason', '')}" for r in requests]

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import pytest
 from nats.aio.msg import Msg
 
+from tavern_loop.options import LoopOptions
 from tavern_loop.recall import RECALL_SUBJECT
 from tests.integration.loop.conftest import LoopBus
 from tests.integration.loop.tools import ToolBench
@@ -146,3 +147,50 @@ async def test_a_step_whose_recall_went_unanswered_asks_again_at_the_next_step(
     shown = [(e.step, e.payload.text) for e in events if e.form == "recall"]
     assert [step for step, _ in shown] == [2]
     assert shown[0][1].endswith("- [user] I keep bees")
+
+
+@pytest.mark.parametrize(
+    ("quiet_s", "requests", "asked_turns"),
+    [
+        (30.0, [], [1]),  # none wait: the next turn, within the window, does not ask
+        (0.0, [], [1, 2]),  # no window: every turn asks
+        (30.0, [{"candidate_id": "c3", "reason": "terse"}], [1, 2]),  # more may wait
+    ],
+)
+async def test_after_an_answer_that_none_wait_the_sessions_turns_stay_quiet_for_a_while(
+    bus: LoopBus, quiet_s: float, requests: list[dict[str, str]], asked_turns: list[int]
+) -> None:
+    asked: list[str] = []
+
+    async def consolidator(msg: Msg) -> None:
+        asked.append(json.loads(msg.data)["session_id"])
+        await msg.respond(json.dumps({"scope_id": "x", "requests": requests}).encode())
+
+    await bus.nc.subscribe("tavern.rpc.consolidator.approvals.next", cb=consolidator)
+    await bus.engine(options=LoopOptions(approvals_quiet_s=quiet_s))
+    for turn in (1, 2):
+        await bus.say("s6", f"hello {turn}")
+        await bus.turns_ended("s6", turn)
+    assert asked == ["s6"] * len(asked_turns)
+    await bus.say("s7", "another session asks for itself")
+    await bus.turns_ended("s7", 1)
+    assert asked[-1] == "s7"
+
+
+async def test_a_question_that_went_unanswered_is_asked_again_at_the_next_turn(
+    bus: LoopBus,
+) -> None:
+    await bus.engine()
+    await bus.say("s8", "nobody answers approvals yet")
+    await bus.turns_ended("s8", 1)
+    asked: list[str] = []
+
+    async def consolidator(msg: Msg) -> None:
+        asked.append(json.loads(msg.data)["session_id"])
+        await msg.respond(json.dumps({"scope_id": "x", "requests": []}).encode())
+
+    await bus.nc.subscribe("tavern.rpc.consolidator.approvals.next", cb=consolidator)
+    await bus.nc.flush()
+    await bus.say("s8", "now the consolidator is up")
+    await bus.turns_ended("s8", 2)
+    assert asked == ["s8"]
