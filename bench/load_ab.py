@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -57,8 +58,14 @@ def figures(report: LoadReport) -> dict[str, float]:
     found |= {f"pg {k}/turn": v for k, v in cost.database.items()}
     found |= {f"statements/turn {k}": v for k, v in (cost.statements or {}).items()}
     found |= {f"machine {k} %": v * 100 for k, v in cost.machine.items()}
+    found |= {f"stream {k} msgs/turn": msgs for k, (msgs, _) in cost.streams.items()}
     found["lost+doubled"] = len(report.lost) + len(report.doubled) + len(report.problems)
     return found
+
+
+def process_table(sheet: list[str]) -> list[str]:
+    """The cost sheet's head, up to its first blank line: CPU per process and the machine."""
+    return list(itertools.takewhile(bool, sheet))
 
 
 def order(names: list[str], round_: int) -> list[str]:
@@ -109,7 +116,7 @@ async def main(argv: list[str] | None = None) -> int:
             runs[name].append(figures(report))
             sheets[name].append(report.cost.as_json())
             print(f"round {round_} {name}: " + "; ".join(report.lines()[:2]), flush=True)
-            print("\n".join(report.cost.lines()[:12]), flush=True)
+            print("\n".join(process_table(report.cost.lines())), flush=True)
     print("\n".join([*summary(runs), *wins(runs)]))
     if args.json:
         args.json.write_text(json.dumps({"runs": runs, "sheets": sheets}, indent=1))

@@ -1,8 +1,10 @@
-"""How `bench/load_ab.py` orders its runs and counts rounds won (no stack started)."""
+"""How `bench/load_ab.py` orders its runs, counts rounds won and prints a round (no stack
+started)."""
 
 from __future__ import annotations
 
-from bench.load_ab import order, wins
+from bench.costsheet import CostSheet
+from bench.load_ab import order, process_table, wins
 
 
 def test_the_order_turns_around_every_round() -> None:
@@ -26,3 +28,25 @@ def test_wins_count_the_rounds_a_version_beat_the_first() -> None:
         "B beat A on turns/s in 2 of 3 rounds",
         "C beat A on turns/s in 0 of 3 rounds",
     ]
+
+
+def test_a_round_prints_the_cost_sheets_process_table_whole() -> None:
+    sheet = CostSheet(
+        turns=100,
+        seconds=2.0,
+        cpu_ms={"loop": 3.5, "ledger": 3.0},
+        streams={"SESSIONS": (15.6, 13_000.0), "LEDGER": (1.7, 900.0)},
+        bus={},
+        clients={},
+        database={"xact_commit": 5.5},
+        statements=None,
+        top_statements=[],
+        consumers={},
+        lags=[],
+        machine={"busy": 0.9, "steal": 0.0},
+    )
+    head = process_table(sheet.lines())
+    assert head[0] == "cost per turn (100 turns in 2.0 s)"
+    assert any(line.split()[:2] == ["loop", "3.5"] for line in head)
+    assert head[-1].startswith("  machine, all cores: busy 90%")
+    assert not any("stream" in line for line in head)
