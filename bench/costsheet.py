@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -91,18 +91,48 @@ class CostSheet:
     machine: dict[str, float] = field(default_factory=dict)
     """Share of the machine's CPU time over the run: `busy`, `iowait`, `idle`, and `steal`
     (taken by the host of a virtual machine: the same code runs slower the more of it)."""
+    catch_up_ms: dict[str, float] = field(default_factory=dict)
+    """process -> CPU milliseconds per turn spent after the load, until every consumer had
+    caught up (deferred projections, consolidation): work the turns caused that the load's
+    window does not hold."""
+    catch_up_s: float = 0.0
 
     @property
     def cpu_total_ms(self) -> float:
         return sum(self.cpu_ms.values())
 
+    @property
+    def catch_up_total_ms(self) -> float:
+        return sum(self.catch_up_ms.values())
+
+    def with_catch_up(self, during: Counters, after: Counters) -> CostSheet:
+        """This sheet with the CPU spent between `during` (the load's end) and `after` (every
+        consumer caught up), per turn of the load."""
+        spent = per_turn(during.cpu_s, after.cpu_s, self.turns)
+        return replace(
+            self,
+            catch_up_ms={k: v * 1000 for k, v in spent.items()},
+            catch_up_s=after.at - during.at,
+        )
+
     def lines(self) -> list[str]:
         out = [f"cost per turn ({self.turns} turns in {self.seconds:.1f} s)"]
-        out += [f"  {'process':14} {'CPU ms/turn':>12} {'share':>6}"]
+        late = bool(self.catch_up_ms)
+        after = f" {'+ caught up':>11} {'= all':>6}" if late else ""
+        out += [f"  {'process':14} {'CPU ms/turn':>12} {'share':>6}{after}"]
         total = self.cpu_total_ms or 1.0
         for name, ms in sorted(self.cpu_ms.items(), key=lambda kv: -kv[1]):
-            out.append(f"  {name:14} {ms:>12.1f} {ms / total:>6.0%}")
-        out.append(f"  {'all':14} {self.cpu_total_ms:>12.1f}")
+            more = self.catch_up_ms.get(name, 0.0)
+            tail = f" {more:>11.1f} {ms + more:>6.1f}" if late else ""
+            out.append(f"  {name:14} {ms:>12.1f} {ms / total:>6.0%}{tail}")
+        whole = self.cpu_total_ms + self.catch_up_total_ms
+        tail = f" {'':>6} {self.catch_up_total_ms:>11.1f} {whole:>6.1f}" if late else ""
+        out.append(f"  {'all':14} {self.cpu_total_ms:>12.1f}{tail}")
+        if late:
+            out.append(
+                f"  (+ caught up: CPU after the last turn ended, {self.catch_up_s:.1f} s until"
+                " every consumer had caught up: deferred projections and consolidation)"
+            )
         if self.machine:
             out.append(
                 "  machine, all cores: "
@@ -155,6 +185,8 @@ class CostSheet:
             "turns": self.turns,
             "seconds": round(self.seconds, 2),
             "cpu_ms_per_turn": {k: round(v, 2) for k, v in self.cpu_ms.items()},
+            "catch_up_cpu_ms_per_turn": {k: round(v, 2) for k, v in self.catch_up_ms.items()},
+            "catch_up_seconds": round(self.catch_up_s, 2),
             "streams_per_turn": {
                 k: {"messages": round(m, 2), "bytes": round(b, 1)}
                 for k, (m, b) in self.streams.items()

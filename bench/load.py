@@ -209,12 +209,13 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
     found = await asyncio.gather(*(_converse(driver, s, i, turns) for i, s in enumerate(ids)))
     seconds = time.perf_counter() - started
     ended = await meter.read()
-    await meter.close()
     cpu = {name: used - counted.cpu_s.get(name, 0.0) for name, used in ended.cpu_s.items()}
     done = sum(len(per) for per in found)
     load_over = time.monotonic()
     lags_after = await quiesce(stack, driver, timeout=DRAIN_TIMEOUT_S)
     drained = time.monotonic() - load_over if all(v == 0 for v in lags_after.values()) else None
+    caught_up = await meter.read()
+    await meter.close()
     stop.set()
     await sampler
     after = await _probe(driver)
@@ -243,7 +244,9 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
         verdict.lost,
         verdict.doubled,
         verdict.problems,
-        sheet(counted, ended, done, samples.timeline, consumer_services()),
+        sheet(counted, ended, done, samples.timeline, consumer_services()).with_catch_up(
+            ended, caught_up
+        ),
     )
 
 

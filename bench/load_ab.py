@@ -55,6 +55,8 @@ def figures(report: LoadReport) -> dict[str, float]:
         "cpu ms/turn all": cost.cpu_total_ms,
     }
     found |= {f"cpu ms/turn {k}": v for k, v in cost.cpu_ms.items()}
+    found["cpu ms/turn all + caught up"] = cost.cpu_total_ms + cost.catch_up_total_ms
+    found |= {f"cpu ms/turn {k} caught up": v for k, v in cost.catch_up_ms.items()}
     found |= {f"pg {k}/turn": v for k, v in cost.database.items()}
     found |= {f"statements/turn {k}": v for k, v in (cost.statements or {}).items()}
     found |= {f"machine {k} %": v * 100 for k, v in cost.machine.items()}

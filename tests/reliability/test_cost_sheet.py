@@ -36,6 +36,10 @@ async def test_cost_sheet_measures_every_process_stream_and_the_database() -> No
     # consolidator coalesces its wakes) may read 0; the ones every turn passes through may not.
     assert all(cost.cpu_ms[name] > 0 for name in ("loop", "ledger", "projector", "nats-server"))
     assert all(ms >= 0 for ms in cost.cpu_ms.values()), cost.cpu_ms
+    # and what they did after the last turn, until every consumer had caught up, beside it
+    assert set(cost.catch_up_ms) == set(cost.cpu_ms)
+    assert all(ms >= 0 for ms in cost.catch_up_ms.values()), cost.catch_up_ms
+    assert cost.catch_up_s > 0
     assert cost.streams["SESSIONS"][0] >= 10, cost.streams  # a turn appends a dozen events
     messages, size = cost.streams["INPUTS"]  # per turn
     assert messages == 1.0, cost.streams

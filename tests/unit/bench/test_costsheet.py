@@ -97,6 +97,25 @@ def test_printed_sheet_orders_processes_by_cost_with_their_share() -> None:
     assert lines[loop].split()[1:] == ["1000.0", "67%"]
 
 
+def test_the_cpu_after_the_load_until_every_consumer_caught_up_counts_beside_it() -> None:
+    during = sheet(_counters(0.0, 1), _counters(10.0, 2), turns=4)
+    assert during.catch_up_ms == {}
+    assert not any("caught up" in line for line in during.lines())
+
+    result = during.with_catch_up(_counters(10.0, 2), _counters(13.0, 3))
+
+    assert result.cpu_ms == {"loop": 250.0, "postgres": 125.0}  # the load's window, unchanged
+    assert result.catch_up_ms == {"loop": 250.0, "postgres": 125.0}
+    assert result.catch_up_total_ms == 375.0
+    assert result.catch_up_s == 3.0
+    loop = next(line for line in result.lines() if line.strip().startswith("loop"))
+    assert loop.split()[1:] == ["250.0", "67%", "250.0", "500.0"]
+    total = next(line for line in result.lines() if line.strip().startswith("all"))
+    assert total.split()[1:] == ["375.0", "375.0", "750.0"]
+    assert result.as_json()["catch_up_cpu_ms_per_turn"] == {"loop": 250.0, "postgres": 125.0}
+    assert result.as_json()["catch_up_seconds"] == 3.0
+
+
 def test_bus_clients_are_summed_by_user() -> None:
     connections: list[dict[str, object]] = [
         {
