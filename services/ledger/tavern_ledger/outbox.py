@@ -30,16 +30,15 @@ async def enqueue(conn: Conn, records: Sequence[OutboxRecord]) -> None:
     )
 
 
-async def claim(conn: Conn, limit: int) -> list[Pending]:
-    """The oldest unpublished facts, locked (other replicas skip them) until the transaction
-    ends."""
+async def take(conn: Conn, limit: int) -> list[Pending]:
+    """The oldest unpublished facts, in order, deleted in the caller's transaction: it
+    publishes them before it commits, so a failed publish (or a crash) rolls the delete back
+    and they wait for the next page. Other replicas skip the rows meanwhile. One statement
+    where claiming and then deleting took two."""
     found = await conn.fetch(
-        "SELECT id, msg_id, subject, body FROM ledger.outbox ORDER BY id "
-        "LIMIT $1 FOR UPDATE SKIP LOCKED",
+        "DELETE FROM ledger.outbox WHERE id = ANY(ARRAY("
+        "SELECT id FROM ledger.outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"
+        ")) RETURNING id, msg_id, subject, body",
         limit,
     )
-    return [Pending(*r) for r in found]
-
-
-async def delete(conn: Conn, ids: Sequence[int]) -> None:
-    await conn.execute("DELETE FROM ledger.outbox WHERE id = ANY($1::bigint[])", list(ids))
+    return sorted((Pending(*r) for r in found), key=lambda p: p.id)

@@ -75,11 +75,10 @@ class Relay:
     async def _page(self) -> int:
         with translated():
             async with self._pool().acquire() as conn, conn.transaction():
-                pending = await outbox.claim(conn, PAGE)
+                pending = await outbox.take(conn, PAGE)
                 if not pending:
                     return 0
-                await self._publish(pending)
-                await outbox.delete(conn, [p.id for p in pending])
+                await self._publish(pending)  # before the delete commits
         return len(pending)
 
     async def _publish(self, pending: list[outbox.Pending]) -> None:
