@@ -9,6 +9,11 @@ records, writes and fsyncs from `pg_stat_wal` and `pg_stat_io` and its bytes fro
 insert position, statements per service role from `pg_stat_statements` when the server
 preloads it (`enable_statement_stats` does so for a stack of the bench).
 
+CPU is also read once more after the load, when every consumer has caught up
+(`CostSheet.with_catch_up`): the projector and the consolidator yield the CPU to the turns
+(niceness 10) and leave some of their work for later, and that work counts per turn too, in a
+column of its own ("+ caught up") beside what the load's window measured.
+
 Backends report their `pg_stat_database` and `pg_stat_wal` counts when they flush their
 statistics: at most once a second while busy, within 10 s once idle. The counts of a run's last
 seconds can therefore come after the sheet is read. Over a bench's minutes that is a small

@@ -4,7 +4,8 @@ services as separate processes (as `tavern up` runs them) on a fresh nats-server
 Reports turns/s, p50/p99 turn latency (input published -> its turn/end seen), the peak consumer
 lag of every durable consumer and how long it took to drain after the load, the peak RSS of each
 process, and what was lost or doubled (checked from the outside, as the reliability suite does).
-Beside them, the per-turn cost sheet (`bench/costsheet.py`): CPU per process, messages and bytes
+Beside them, the per-turn cost sheet (`bench/costsheet.py`): CPU per process (while the turns
+ran, and after them until every consumer caught up), messages and bytes
 per stream and per NATS user, Postgres statements and WAL, consumer lag over time; the JSON
 output keeps it. The raw baseline beside it sends the same traffic with plain nats-py (one
 input and the turn's events appended per turn, no services): the bus cost of the same work.
