@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 TAVERN = str(Path(sys.executable).parent / "tavern")
 SERVICES = ("loop", "ledger", "consolidator", "projector")
+OWNED = (*SERVICES, "gateway")
+"""Every process `tavern up` supervises: the services and the web app."""
 
 
 def _env(data_dir: Path) -> dict[str, str]:
@@ -70,8 +72,9 @@ async def _green(data_dir: Path) -> bool:
 
 
 def _pids(data_dir: Path) -> dict[str, int]:
-    """Every process `tavern up` owns: the services, nats-server and the postmaster."""
-    pids = {s: json.loads((data_dir / "run" / f"{s}.health").read_text())["pid"] for s in SERVICES}
+    """Every process `tavern up` owns: the services, the web app, nats-server and the
+    postmaster."""
+    pids = {s: json.loads((data_dir / "run" / f"{s}.health").read_text())["pid"] for s in OWNED}
     pids["nats-server"] = int((data_dir / "nats" / "pid").read_text())
     postmaster = data_dir / "postgres" / "pgdata" / "postmaster.pid"
     pids["postgres"] = int(postmaster.read_text().splitlines()[0])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tavern_cli.rundir import pid_alive
-from tests.e2e.test_up import SERVICES, TAVERN, _all_gone, _env, _green, _pids, tavern_up
+from tests.e2e.test_up import OWNED, TAVERN, _all_gone, _env, _green, _pids, tavern_up
 from tests.e2e.test_up import data_dir as data_dir
 from tests.support import eventually
 
@@ -83,7 +83,7 @@ async def test_after_kill_9_the_next_up_stops_the_orphaned_services(
             first = _pids(data_dir)
             up.kill()  # kill -9: no chance to stop anything
             await up.wait()
-        orphaned = {name: first[name] for name in SERVICES}
+        orphaned = {name: first[name] for name in OWNED}  # the web app too
         assert all(pid_alive(pid) for pid in orphaned.values())  # they did outlive it
 
         async with tavern_up(data_dir, log) as up:
@@ -92,7 +92,7 @@ async def test_after_kill_9_the_next_up_stops_the_orphaned_services(
             second = _pids(data_dir)
             assert not set(second.values()) & set(first.values())
             text = log.read_text(errors="replace")
-            for name in SERVICES:
+            for name in OWNED:
                 assert f"stopping {name} (pid {orphaned[name]}), left running" in text
             up.send_signal(signal.SIGTERM)  # SIGTERM stops it as Ctrl-C does
             assert await asyncio.wait_for(up.wait(), 60) == 0

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ensure_key_file(layout.root)  # the services and the CLI sign and check with it
     previous = signal.signal(signal.SIGTERM, _interrupt)
     grace_s = TavernSettings().shutdown_grace_s + STOP_MARGIN_S
-    stop_orphans(layout.run, catalog.SERVICES, grace_s, printer.say)  # before their servers
+    stop_orphans(layout.run, catalog.ALL, grace_s, printer.say)  # before their servers
     servers = EmbeddedServers(layout)
     try:
         return asyncio.run(_session(layout, servers, servers.start(printer), args, printer))
