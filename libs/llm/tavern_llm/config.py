@@ -38,6 +38,12 @@ class LLMConfig(BaseSettings):
     retry_after_max_s: float = Field(
         default=60.0, ge=0, description="a longer Retry-After fails now (the router may fall back)"
     )
+    offline_words_per_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="the offline stand-in streams its reply a word at a time at this pace, as "
+        "a model would (0: all at once)",
+    )
     routes: dict[str, list[str]] = Field(
         default_factory=dict, description='task -> ["provider:model", ...], tried in order'
     )

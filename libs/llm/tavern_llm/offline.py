@@ -1,6 +1,8 @@
 """The `offline` provider: a deterministic stand-in for a language model (demo and tests).
 
-Same messages in, same reply out: no network, no clock, no randomness.
+Same messages in, same reply out: no network, no clock, no randomness. By default the reply
+comes at once; `words_per_s` paces it a word at a time, as a model streams (demos, and loads
+that should cost what streaming costs).
 """
 
 from __future__ import annotations
@@ -68,13 +70,31 @@ class OfflineProvider:
     name = NAME
     offline = True
 
+    def __init__(self, words_per_s: float = 0.0) -> None:
+        self.pause_s = 1 / words_per_s if words_per_s > 0 else 0.0
+
     def context_window(self, model: str) -> int:
         return CONTEXT_WINDOW
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
-        for item in respond(request):
-            await asyncio.sleep(0)  # a real suspension point, so cancellation lands between deltas
+        items = respond(request)
+        if self.pause_s:
+            items = paced(items)
+        for item in items:
+            # a real suspension point, so cancellation lands between deltas
+            await asyncio.sleep(self.pause_s if isinstance(item, StreamDelta) else 0)
             yield item
+
+
+def paced(items: list[StreamItem]) -> list[StreamItem]:
+    """The text deltas of `items` split into one word each (what they add up to is unchanged)."""
+    out: list[StreamItem] = []
+    for item in items:
+        if isinstance(item, StreamDelta) and item.text and not item.tool_calls:
+            out += [replace(item, text=word) for word in re.findall(r"\S+\s*", item.text)]
+        else:
+            out.append(item)
+    return out
 
 
 def respond(request: ChatRequest) -> list[StreamItem]:

@@ -140,7 +140,7 @@ class ProviderRouter:
 
 def build_router(config: LLMConfig, *, client: httpx.AsyncClient | None = None) -> ProviderRouter:
     """The offline provider always, the OpenAI-compatible one when `base_url` is set."""
-    providers: dict[str, Provider] = {"offline": OfflineProvider()}
+    providers: dict[str, Provider] = {"offline": OfflineProvider(config.offline_words_per_s)}
     if config.base_url:
         providers["openai"] = OpenAIProvider(config, client=client)
     return ProviderRouter(providers, config.resolved_routes())

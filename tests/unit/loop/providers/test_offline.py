@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -225,6 +226,33 @@ async def test_stream_yields_the_same_items_as_respond() -> None:
         True,
         32_768,
     )
+
+
+async def test_a_paced_stream_comes_a_word_at_a_time_and_adds_up_to_the_same_reply() -> None:
+    request = ChatRequest(
+        model="offline-1", messages=[user("Hello there, how are you today?")], tools=TOOLS
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    items = [item async for item in OfflineProvider(words_per_s=200).stream(request)]
+    took = loop.time() - started
+    deltas = [i for i in items if isinstance(i, StreamDelta)]
+    instant = respond(request)
+    assert items[-1] == instant[-1]  # the same final message
+    assert "".join(d.text for d in deltas) == items[-1].content  # type: ignore[union-attr]
+    assert all(len(d.text.split()) == 1 for d in deltas)
+    assert len(deltas) > len([i for i in instant if isinstance(i, StreamDelta)])
+    assert took >= len(deltas) / 200 * 0.9  # paced: about 5 ms a word
+
+
+def test_pacing_keeps_tool_call_deltas_whole() -> None:
+    items = respond(
+        ChatRequest(model="offline-1", messages=[user("remember that tea is green")], tools=TOOLS)
+    )
+    paced = offline.paced(items)
+    calls = [i for i in paced if isinstance(i, StreamDelta) and i.tool_calls]
+    assert calls == [i for i in items if isinstance(i, StreamDelta) and i.tool_calls]
+    assert paced[-1] == items[-1]
 
 
 def _fresh_prompt_tokens(request: ChatRequest) -> int:
