@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tavern_loop.options import LoopOptions, ProfileOptions, ProjectionOptions
+from tavern_loop.streaming import CHUNK_INTERVAL_S
 from tavern_runtime.settings import TavernSettings
 
 
@@ -37,6 +38,12 @@ class LoopSettings(TavernSettings):
         description="events of session logs kept after their runner lets them go (about 3 KB "
         "each: 150 MB at the default), so a session's next turn reads only what was stored "
         "since; 0: read whole",
+    )
+    loop_chunk_interval_s: float = Field(
+        default=CHUNK_INTERVAL_S,
+        ge=0,
+        description="least seconds between two stored assistant/chunk events of one reply "
+        "(live updates a reader sees while a model streams; each is a stored, fsynced message)",
     )
     loop_followups_per_turn: int = Field(
         default=1,
@@ -79,6 +86,7 @@ def loop_options(settings: LoopSettings) -> LoopOptions:
     return LoopOptions(
         profiles=profiles,
         log_cache_events=settings.loop_log_cache_events,
+        chunk_interval_s=settings.loop_chunk_interval_s,
         followups_per_turn=settings.loop_followups_per_turn,
         approvals_quiet_s=settings.loop_approvals_quiet_s,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tavern_loop.domain.guard import GuardConfig
 from tavern_loop.domain.pruner import PrunerConfig
+from tavern_loop.streaming import CHUNK_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -131,4 +132,8 @@ class LoopOptions:
     """Events of logs let go that a replica keeps, so that a session's next runner reads only
     what was stored since (0: every runner reads its session's whole log)."""
     chunk_events: bool = True
+    chunk_interval_s: float = CHUNK_INTERVAL_S
+    """The least time between two `assistant/chunk` appends of one stream (each is a stored,
+    fsynced message delivered to the archive: at one a token, a real model's reply cost more
+    than the rest of its turn)."""
     profiles: ProfileOptions = field(default_factory=ProfileOptions)

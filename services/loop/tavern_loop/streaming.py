@@ -2,9 +2,10 @@
 failed attempts announced by the provider go to `on_failed`, a failure after output ends the
 stream with what was delivered so far.
 
-Chunk appends are coalesced: while one append is in flight, later deltas gather into the next
-event, so a long stream costs a few appends rather than one per token, and a stream that ends
-within `delay_s` costs none of its own.
+Chunk appends are coalesced: deltas gather into one event, the first `first_s` after the
+stream's first delta, each later one at least `interval_s` after the one before, so a stream
+costs a few appends a second rather than one per token (each is a stored, fsynced message), and
+a stream that ends within `first_s` costs no append of its own.
 """
 
 from __future__ import annotations
@@ -35,23 +36,35 @@ class StreamOutcome:
     """The failure that ended the stream after output (then `final` is None)."""
 
 
+CHUNK_FIRST_S = 0.05
+"""How long after its first delta a stream's first chunk is written (what a reader waits for
+the first words, beyond the model)."""
+CHUNK_INTERVAL_S = 0.2
+"""The least time between two chunk appends of one stream: five live updates a second."""
+
+
 @dataclass
 class _ChunkWriter:
-    """Publishes deltas live once a stream has run for `delay_s`; a faster stream's deltas are
-    staged with the final message instead (one append, not several)."""
+    """Publishes deltas live once a stream has run for `first_s`, then at most one chunk every
+    `interval_s`; a faster stream's deltas are staged with the final message instead (one
+    append, not several)."""
 
     append: Append
     stage: Stage
     draft: Drafter
     attempt: int
     enabled: bool
-    delay_s: float = 0.05
+    first_s: float = CHUNK_FIRST_S
+    interval_s: float = CHUNK_INTERVAL_S
     index: int = 0
+    last_at: float | None = None
+    """When the last live append started (the event loop's clock)."""
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: list[DeltaPart] = field(default_factory=list)
     inflight: asyncio.Task[None] | None = None
     flushing: bool = False
+    closing: bool = False
 
     def add(self, delta: StreamDelta) -> None:
         if not self.enabled:
@@ -66,13 +79,23 @@ class _ChunkWriter:
             self.inflight = asyncio.create_task(self._flush_later())
 
     async def _flush_later(self) -> None:
-        await asyncio.sleep(self.delay_s)
-        self.flushing = True
-        try:
-            while self.text or self.calls:
+        await asyncio.sleep(self._wait())
+        while self.text or self.calls:
+            self.flushing = True
+            try:
+                self.last_at = asyncio.get_running_loop().time()
                 await self.append(self._take())
-        finally:
-            self.flushing = False
+            finally:
+                self.flushing = False
+            if self.closing:  # the rest is staged with the final message
+                return
+            if self.text or self.calls:  # gathered during the append: wait for the next slot
+                await asyncio.sleep(self._wait())
+
+    def _wait(self) -> float:
+        if self.last_at is None:
+            return self.first_s
+        return max(0.0, self.last_at + self.interval_s - asyncio.get_running_loop().time())
 
     def _take(self) -> AssistantChunk:
         payload = AssistantChunkPayload(
@@ -88,6 +111,7 @@ class _ChunkWriter:
 
     async def close(self) -> None:
         """Wait for a live append in flight; stage whatever is left (it lands with the next)."""
+        self.closing = True
         task = self.inflight
         if task is not None and not task.done():
             if self.flushing:
@@ -160,6 +184,11 @@ async def _next_or_cancel(
 
 
 def chunk_writer(
-    append: Append, stage: Stage, draft: Drafter, attempt: int, enabled: bool
+    append: Append,
+    stage: Stage,
+    draft: Drafter,
+    attempt: int,
+    enabled: bool,
+    interval_s: float = CHUNK_INTERVAL_S,
 ) -> _ChunkWriter:
-    return _ChunkWriter(append, stage, draft, attempt, enabled)
+    return _ChunkWriter(append, stage, draft, attempt, enabled, interval_s=interval_s)

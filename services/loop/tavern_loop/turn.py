@@ -795,8 +795,14 @@ class TurnRunner:
         )
         self.stage(self.draft(AgentRequest, payload))  # written while the request goes out
         request = ChatRequest(model=target.model, messages=messages, tools=plan.tools, route="chat")
+        options = self.deps.options
         writer = chunk_writer(
-            self.append, self.stage, self.draft, attempt, self.deps.options.chunk_events
+            self.append,
+            self.stage,
+            self.draft,
+            attempt,
+            options.chunk_events,
+            options.chunk_interval_s,
         )
 
         def failed(item: AttemptFailed) -> None:
