@@ -9,7 +9,12 @@ first version's, and in how many rounds each version beat the first one's rate.
     .venv/bin/python -m bench.load_ab --tree A=/tmp/a --tree B=. --rounds 3 --sessions 50
 
 A version is a tree with `libs/*` and `services/*`: its packages go first on the services'
-PYTHONPATH (ahead of the editable installs of the virtualenv).
+PYTHONPATH (ahead of the editable installs of the virtualenv). `--env KEY=VALUE` sets a
+service setting for every version (say, a model that streams); `--set NAME:KEY=VALUE` for one,
+so two settings of the same code compare as two versions:
+
+    .venv/bin/python -m bench.load_ab --tree A=. --tree B=. --sessions 200 --turns 5 \
+        --env TAVERN_LLM_OFFLINE_WORDS_PER_S=30 --set A:TAVERN_LOOP_CHUNK_INTERVAL_S=0.05
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ def python_path(tree: Path) -> str:
     return os.pathsep.join(roots)
 
 
-async def one(tree: Path, sessions: int, turns: int) -> LoadReport:
-    stack = Stack(proxied=False, env={"TAVERN_LOG_LEVEL": "ERROR", "PYTHONPATH": python_path(tree)})
+async def one(
+    tree: Path, sessions: int, turns: int, env: dict[str, str] | None = None
+) -> LoadReport:
+    settings = {"TAVERN_LOG_LEVEL": "ERROR", **(env or {}), "PYTHONPATH": python_path(tree)}
+    stack = Stack(proxied=False, env=settings)
     try:
         await enable_statement_stats(stack)
         await stack.start()
@@ -100,6 +108,28 @@ def summary(runs: dict[str, list[dict[str, float]]]) -> list[str]:
     return out
 
 
+def version_envs(
+    names: list[str], common: list[str], per_version: list[str]
+) -> dict[str, dict[str, str]]:
+    """The services' extra settings of each version: `common` (KEY=VALUE) for all, then
+    `per_version` (NAME:KEY=VALUE) for the one it names."""
+    envs = {name: dict(pair(item) for item in common) for name in names}
+    for item in per_version:
+        name, _, setting = item.partition(":")
+        if name not in envs:
+            raise SystemExit(f"--set {item!r}: no version named {name!r}")
+        key, value = pair(setting)
+        envs[name][key] = value
+    return envs
+
+
+def pair(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.startswith("TAVERN_"):
+        raise SystemExit(f"{item!r}: expected TAVERN_KEY=VALUE")
+    return key, value
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, metavar="NAME=PATH")
@@ -107,14 +137,17 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME:KEY=VALUE")
     args = parser.parse_args(argv)
     configure_logging("bench", level="WARNING")
     trees = {name: Path(path) for name, _, path in (t.partition("=") for t in args.tree)}
+    envs = version_envs(list(trees), args.env, args.set)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     sheets: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for round_ in range(1, args.rounds + 1):
         for name in order(list(trees), round_):
-            report = await one(trees[name].resolve(), args.sessions, args.turns)
+            report = await one(trees[name].resolve(), args.sessions, args.turns, envs[name])
             runs[name].append(figures(report))
             sheets[name].append(report.cost.as_json())
             print(f"round {round_} {name}: " + "; ".join(report.lines()[:2]), flush=True)

@@ -3,8 +3,10 @@ started)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.costsheet import CostSheet
-from bench.load_ab import order, process_table, wins
+from bench.load_ab import order, process_table, version_envs, wins
 
 
 def test_the_order_turns_around_every_round() -> None:
@@ -50,3 +52,26 @@ def test_a_round_prints_the_cost_sheets_process_table_whole() -> None:
     assert any(line.split()[:2] == ["loop", "3.5"] for line in head)
     assert head[-1].startswith("  machine, all cores: busy 90%")
     assert not any("stream" in line for line in head)
+
+
+def test_settings_go_to_every_version_or_to_the_one_named() -> None:
+    envs = version_envs(
+        ["A", "B"],
+        ["TAVERN_LLM_OFFLINE_WORDS_PER_S=30"],
+        ["A:TAVERN_LOOP_CHUNK_INTERVAL_S=0.05"],
+    )
+    assert envs == {
+        "A": {"TAVERN_LLM_OFFLINE_WORDS_PER_S": "30", "TAVERN_LOOP_CHUNK_INTERVAL_S": "0.05"},
+        "B": {"TAVERN_LLM_OFFLINE_WORDS_PER_S": "30"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("common", "per_version"),
+    [(["WORDS=30"], []), (["TAVERN_X"], []), ([], ["C:TAVERN_X=1"]), ([], ["A:X=1"])],
+)
+def test_a_setting_that_names_no_version_or_no_tavern_key_is_refused(
+    common: list[str], per_version: list[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        version_envs(["A", "B"], common, per_version)
