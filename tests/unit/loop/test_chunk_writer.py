@@ -54,8 +54,9 @@ def text(log: Log) -> str:
 
 async def test_a_long_stream_is_written_a_few_times_a_second_not_once_a_token() -> None:
     log = Log()
-    await stream(log, 100, 0.01)  # one second of tokens at 100 a second
-    assert 4 <= len(log.appended) <= 7
+    started = await stream(log, 100, 0.01)  # one second of tokens at 100 a second
+    took = asyncio.get_running_loop().time() - started  # longer on a busy machine
+    assert 4 <= len(log.appended) <= took / CHUNK_INTERVAL_S + 2
     assert text(log) == "".join(f"w{n} " for n in range(100))  # nothing lost or doubled
     starts = [at - APPEND_S for at, _ in log.appended]
     gaps = [b - a for a, b in itertools.pairwise(starts)]
@@ -70,7 +71,7 @@ async def test_the_first_chunk_comes_soon_after_the_first_delta() -> None:
     started = await stream(log, 30, 0.01)
     assert log.appended
     first_at = log.appended[0][0]
-    assert first_at - started < 0.1
+    assert first_at - started < CHUNK_INTERVAL_S  # the first does not wait an interval
 
 
 async def test_a_stream_over_within_the_first_wait_costs_no_append_of_its_own() -> None:
