@@ -7,8 +7,7 @@ is requested while the handler works on the current one.
 Why not FastStream's batch subscriber: with nats-py 2.16 its fill loop dies on the builtin
 `TimeoutError` a nearly spent fetch deadline raises, dropping the messages it had gathered until
 their ack wait ends; and it waits for a full batch instead of taking what is available. Why not
-nats-py's `PullSubscription.fetch`: it spends a task, a timer and a uuid on every message, four
-times what the messages cost when a callback collects them (`_Pull`).
+nats-py's `PullSubscription.fetch`: see `tavern_runtime.pull`.
 """
 
 from __future__ import annotations
@@ -21,21 +20,19 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
-from nats.js import JetStreamContext, api
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from tavern_runtime import dlq
 from tavern_runtime.logs import get_logger
 from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.pull import Pull
 
 log = get_logger(__name__)
 
 Handler = Callable[[Sequence[Msg]], Awaitable[None]]
 RETRY_DELAY_S = 1.0
 MAX_RETRY_DELAY_S = 60.0
-ANSWER_GRACE_S = 1.0
-"""How much longer than its expiry a pull request may take to be answered before it counts
-as lost (a reconnect drops requests in flight)."""
 
 
 def retry_delay(deliveries: int, base: float = RETRY_DELAY_S) -> float:
@@ -100,7 +97,7 @@ class BatchConsumer:
         if not await self._bind(js):
             return
         log.info("consumer_started", consumer=self._durable, stream=self._stream)
-        pull = _Pull(nc, self._stream, self._durable)
+        pull = Pull(nc, self._stream, self._durable)
         await pull.open()
         try:
             while not self._stopping.is_set():
@@ -130,7 +127,7 @@ class BatchConsumer:
             delay = min(MAX_RETRY_DELAY_S, delay * 2)
         return False
 
-    async def _take(self, pull: _Pull) -> list[Msg]:
+    async def _take(self, pull: Pull) -> list[Msg]:
         try:
             return await pull.take(self._batch, self._wait)
         except NatsError as exc:  # the connection or the stream is away: do not spin
@@ -156,7 +153,7 @@ class BatchConsumer:
         await _settle(msgs, lambda m: m.ack())
         return None
 
-    async def _hand_back(self, pull: _Pull, delay: float | None) -> None:
+    async def _hand_back(self, pull: Pull, delay: float | None) -> None:
         """Stop pulling and nak what was fetched but not handed over: it is redelivered after
         `delay` (at once when None), not once its ack wait runs out."""
         left = await pull.close(self._wait)
@@ -166,100 +163,6 @@ class BatchConsumer:
         # While Postgres is away, fetching more would only spend deliveries.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), delay)
-
-
-_DONE = frozenset({"404", "408"})
-"""Statuses that end a pull request normally: no messages (now), request expired."""
-
-
-class PullRefused(NatsError):
-    """JetStream answered a pull request with an error status (no stream, consumer deleted)."""
-
-
-class _Pull:
-    """Pull requests of one durable, answered on an inbox of its own, whose callback collects
-    the messages in arrival (stream) order. One request is open at a time; what it delivers
-    beyond the batch in hand waits for the next `take`."""
-
-    def __init__(self, nc: Client, stream: str, durable: str) -> None:
-        self._nc = nc
-        self._next = f"{api.DEFAULT_PREFIX}.CONSUMER.MSG.NEXT.{stream}.{durable}"
-        self._sub: Subscription | None = None
-        self._inbox = ""
-        self._got: list[Msg] = []
-        self._owed = 0
-        """Messages the open request may still deliver (0: no request is open)."""
-        self._want = 0
-        self._answered = asyncio.Event()
-        self._refused: str | None = None
-
-    async def open(self) -> None:
-        self._inbox = self._nc.new_inbox()
-        self._sub = await self._nc.subscribe(self._inbox, cb=self._arrived)
-
-    async def take(self, most: int, wait: float) -> list[Msg]:
-        """Up to `most` messages: those available now, else the first to arrive within `wait`."""
-        if len(self._got) < most:
-            if not self._owed:
-                await self._request(most - len(self._got))
-            await self._answer(most, ANSWER_GRACE_S)
-        if not self._got:
-            if not self._owed:
-                await self._request(most, expires=wait)
-            await self._answer(1, wait + ANSWER_GRACE_S)
-        if not self._got and self._refused:
-            raise PullRefused(self._refused)
-        taken, self._got = self._got[:most], self._got[most:]
-        if taken and not self._owed and len(self._got) < most:
-            await self._request(most - len(self._got))  # arrives while this batch is handled
-        return taken
-
-    async def close(self, wait: float) -> list[Msg]:
-        """Stop pulling once the open request is answered (what it delivers after the inbox
-        is gone would wait for its ack wait); returns what was fetched but not taken."""
-        if self._owed:
-            with contextlib.suppress(NatsError):
-                await self._answer(len(self._got) + self._owed + 1, wait + ANSWER_GRACE_S)
-        if self._sub is not None:
-            with contextlib.suppress(NatsError):
-                await self._sub.unsubscribe()
-            self._sub = None
-        left, self._got, self._owed = self._got, [], 0
-        return left
-
-    async def _request(self, batch: int, expires: float | None = None) -> None:
-        """Ask for `batch` messages: those available (`no_wait`), or, with `expires`, those
-        that arrive until then."""
-        self._owed, self._refused = batch, None
-        body = f'{{"batch":{batch},"no_wait":true}}'
-        if expires is not None:
-            body = f'{{"batch":{batch},"expires":{int(expires * 1e9)}}}'
-        await self._nc.publish(self._next, body.encode(), reply=self._inbox)
-
-    async def _answer(self, want: int, timeout: float) -> None:
-        """Wait until `want` messages are in hand or the open request is done."""
-        self._want = want
-        if self._ready():
-            return
-        self._answered.clear()
-        try:
-            await asyncio.wait_for(self._answered.wait(), timeout)
-        except TimeoutError:  # never answered (a reconnect lost it): the next take asks anew
-            self._owed = 0
-
-    def _ready(self) -> bool:
-        return len(self._got) >= self._want or not self._owed
-
-    async def _arrived(self, msg: Msg) -> None:
-        status = msg.headers.get(api.Header.STATUS.value) if msg.headers else None
-        if status:  # the request is done: 404 nothing (more) now, 408 expired, 409, 503 ...
-            self._owed = 0
-            self._refused = None if status in _DONE else f"{status} {msg.headers}"
-        else:
-            self._got.append(msg)
-            self._owed = max(0, self._owed - 1)
-        if self._ready():
-            self._answered.set()
 
 
 async def _settle(msgs: Sequence[Msg], settle: Callable[[Msg], Awaitable[None]]) -> None:
