@@ -17,8 +17,6 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-import nats.errors
-import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -26,6 +24,7 @@ from tavern_events import subjects
 from tavern_projector.framework import Entry
 from tavern_runtime.errors import TransientError
 from tavern_runtime.logs import get_logger
+from tavern_runtime.pull import Pull
 
 log = get_logger(__name__)
 
@@ -137,10 +136,10 @@ async def _pulled(
     batch: int,
     headers_only: bool,
 ) -> AsyncGenerator[list[Any], None]:
-    async with _consumer(js, stream, filters, start, headers_only=headers_only) as (sub, info):
+    async with _consumer(js, stream, filters, start, headers_only=headers_only) as (pull, info):
         if not info.num_pending:
             return
-        async with contextlib.aclosing(_prefetched(sub, batch)) as reading:
+        async with contextlib.aclosing(_prefetched(pull, batch)) as reading:
             async for msgs in reading:
                 yield msgs
 
@@ -206,41 +205,16 @@ class _Buffer:
         return taken
 
 
-async def _prefetched(
-    sub: JetStreamContext.PullSubscription, batch: int
-) -> AsyncGenerator[list[Any], None]:
-    """Batches until the consumer has nothing pending, one fetch ahead of the reader."""
-    ready: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue(maxsize=2)
-
-    async def pull() -> None:
-        try:
-            while True:
-                msgs = await _fetch(sub, batch)
-                await ready.put(msgs)
-                if msgs[-1].metadata.num_pending == 0:
-                    break
-        except BaseException as exc:  # handed to the reader, never lost in the task
-            await ready.put(exc)
+async def _prefetched(pull: Pull, batch: int) -> AsyncGenerator[list[Any], None]:
+    """Batches until the consumer has nothing pending; the next one is asked for as soon as
+    one is taken, and arrives while the reader works on it (`Pull.take`)."""
+    while True:
+        msgs = await pull.take(batch, FETCH_TIMEOUT_S)
+        if not msgs:
+            raise TransientError("replay stalled", timeout=FETCH_TIMEOUT_S)
+        yield msgs
+        if msgs[-1].metadata.num_pending == 0:
             return
-        await ready.put(None)
-
-    task = asyncio.create_task(pull())
-    try:
-        while (item := await ready.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def _fetch(sub: JetStreamContext.PullSubscription, batch: int) -> list[Any]:
-    try:
-        return list(await sub.fetch(batch, timeout=FETCH_TIMEOUT_S))
-    except nats.errors.TimeoutError as exc:
-        raise TransientError("replay stalled", timeout=FETCH_TIMEOUT_S) from exc
 
 
 def broader(filters: Sequence[str]) -> str:
@@ -271,7 +245,7 @@ async def _read_filters(
 @contextlib.asynccontextmanager
 async def _consumer(
     js: JetStreamContext, stream: str, filters: Sequence[str], start: Start, *, headers_only: bool
-) -> AsyncIterator[tuple[JetStreamContext.PullSubscription, Any]]:
+) -> AsyncIterator[tuple[Pull, Any]]:
     # Unnamed: created through `$JS.API.CONSUMER.CREATE.<stream>`, which the projector may use.
     config = ConsumerConfig(
         filter_subjects=list(filters),
@@ -282,13 +256,15 @@ async def _consumer(
         **start.consumer_options(),
     )
     info = await js.add_consumer(stream, config)
-    sub = await js.pull_subscribe_bind(consumer=info.name, stream=stream)
+    pull = Pull(js._nc, stream, info.name)  # raw requests: see tavern_runtime.pull
+    await pull.open()
     try:
-        yield sub, info
+        yield pull, info
     finally:
         # Not deleted: no service may delete a consumer (deploy/nats/accounts.conf), and asking
         # is refused with a permissions error on the connection. It expires after INACTIVE_S.
-        await sub.unsubscribe()
+        # Nothing to hand back: it acknowledges nothing (AckPolicy.NONE).
+        await pull.close(0.0)
 
 
 async def archive_batches(
