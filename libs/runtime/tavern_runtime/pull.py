@@ -63,13 +63,8 @@ class Pull:
             if not self._owed:
                 await self._request(most - len(self._got))
             await self._answer(most, ANSWER_GRACE_S)
-        if not self._got:
-            if not self._owed:
-                await self._request(most, expires=wait)
-            await self._answer(1, wait + ANSWER_GRACE_S)
-        if not self._got and self._refused:
-            raise PullRefused(self._refused)
-        taken, self._got = self._got[:most], self._got[most:]
+        await self._arrival(most, wait)
+        taken = self.in_hand(most)
         if taken and not self._owed and len(self._got) < most:
             await self._request(most - len(self._got))  # arrives while this batch is handled
         return taken
@@ -82,17 +77,21 @@ class Pull:
     async def first(self, most: int, wait: float) -> list[Msg]:
         """What is in hand (up to `most`); else what is available now; else the first message
         to arrive within `wait`, as soon as it does (empty when none came)."""
+        if not self._got and not self._owed:
+            await self._request(most)
+            await self._answer(most, ANSWER_GRACE_S)
+        await self._arrival(most, wait)
+        return self.in_hand(most)
+
+    async def _arrival(self, most: int, wait: float) -> None:
+        """With nothing in hand, wait up to `wait` for the first message (asking for up to
+        `most` if no request is open); raise if the request was refused."""
         if not self._got:
             if not self._owed:
-                await self._request(most)
-                await self._answer(most, ANSWER_GRACE_S)
-            if not self._got:
-                if not self._owed:
-                    await self._request(most, expires=wait)
-                await self._answer(1, wait + ANSWER_GRACE_S)
+                await self._request(most, expires=wait)
+            await self._answer(1, wait + ANSWER_GRACE_S)
         if not self._got and self._refused:
             raise PullRefused(self._refused)
-        return self.in_hand(most)
 
     async def expect(self, most: int, expires: float) -> None:
         """Keep a request open that delivers up to `most` messages in all (those in hand

@@ -1,10 +1,15 @@
 """The ordered batch reader (ledger ingestion, consolidator intake) against a real JetStream:
 batches in stream order, acked once handled; a failed batch (and what was fetched meanwhile)
-comes back; a stop hands back at once what it fetched but did not hand over."""
+comes back; a stop hands back at once what it fetched but did not hand over. Below, the raw
+pull requests under it (`tavern_runtime.pull`) as a gathering reader (the projector's pull
+loop) uses them: `first` answers as soon as one message arrives, even while a long request is
+open; `expect` keeps messages coming for a window; `close` hands back what was delivered and
+not taken."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -19,6 +24,7 @@ from tavern_events.dlq import DeadLetter, decode_dead_letter
 from tavern_events.streams import DLQ
 from tavern_runtime.batchconsumer import BatchConsumer
 from tavern_runtime.provision import ConsumerSpec, provision
+from tavern_runtime.pull import Pull
 from tests.support import eventually
 
 pytestmark = pytest.mark.integration
@@ -162,3 +168,76 @@ async def test_a_batch_that_exhausts_its_deliveries_becomes_dead_letters(
         ("tests", "doomed", "max deliveries exhausted")
     }
     assert len(recorder.batches) >= 2
+
+
+# --- the pull requests under it ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def pull(bus: tuple[Client, JetStreamContext]) -> Pull:
+    """A `Pull` of the durable, opened (the durable created as provisioning would)."""
+    nc, js = bus
+    await js.add_consumer(STREAM, SPEC.config())
+    opened = Pull(nc, STREAM, SPEC.name)
+    await opened.open()
+    return opened
+
+
+async def test_first_takes_a_backlog_up_to_the_batch_at_once(
+    bus: tuple[Client, JetStreamContext], pull: Pull
+) -> None:
+    _, js = bus
+    await publish(js, range(10))
+    got = await pull.first(4, wait=5.0)
+    assert [int(m.data) for m in got] == [0, 1, 2, 3]
+    assert [int(m.data) for m in await pull.first(4, wait=5.0)] == [4, 5, 6, 7]
+    assert await pull.close(1.0) == []  # asked for no more than it took
+
+
+async def test_first_answers_with_the_first_arrival_while_a_long_request_is_open(
+    bus: tuple[Client, JetStreamContext], pull: Pull
+) -> None:
+    _, js = bus
+    assert await pull.first(8, wait=0.2) == []  # nothing stored: the request expires empty
+    waiting = asyncio.ensure_future(pull.first(8, wait=10.0))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    await publish(js, range(1))
+    got = await asyncio.wait_for(waiting, 5)
+    assert [int(m.data) for m in got] == [0]
+    assert time.monotonic() - started < 1.0  # not held back to fill the batch of eight
+    await publish(js, range(1, 3))  # the long request stays open and delivers these
+    await asyncio.sleep(0.2)
+    assert [int(m.data) for m in await pull.first(8, wait=10.0)] == [1, 2]
+    for msg in got:
+        await msg.ack()
+    await pull.close(0.1)
+
+
+async def test_expect_delivers_what_arrives_within_the_window(
+    bus: tuple[Client, JetStreamContext], pull: Pull
+) -> None:
+    _, js = bus
+    await publish(js, range(1))
+    got = await pull.first(16, wait=1.0)  # a no-wait request: it is answered and done
+    assert [int(m.data) for m in got] == [0]
+    await pull.expect(16 - len(got), 0.5)
+    await publish(js, range(1, 4))
+    await asyncio.sleep(0.2)
+    assert [int(m.data) for m in pull.in_hand(16)] == [1, 2, 3]
+    assert pull.in_hand(16) == []
+    await pull.close(1.0)
+
+
+async def test_close_waits_out_the_open_request_so_nothing_lands_on_a_dead_inbox(
+    bus: tuple[Client, JetStreamContext], pull: Pull
+) -> None:
+    _, js = bus
+    await pull.expect(8, 0.5)
+    closing = asyncio.ensure_future(pull.close(2.0))
+    await asyncio.sleep(0.1)
+    await publish(js, range(2))  # delivered to the open request before it expires
+    left = await asyncio.wait_for(closing, 5)
+    assert [int(m.data) for m in left] == [0, 1]
+    info = await js.consumer_info(STREAM, SPEC.name)
+    assert info.num_ack_pending == 2  # handed to the caller, who naks or acks them
