@@ -119,6 +119,26 @@ async def test_a_stop_cuts_the_window_short_and_handles_the_batch_in_hand(
     await eventually(acked, timeout=10)
 
 
+async def test_a_deleted_durable_is_made_again_and_read_on(idle_projector: Projector) -> None:
+    """Pulls on a consumer that is gone are refused: the loop binds again, creating the durable
+    as provisioning would, and reads from there (the runner's checkpoints skip what it had)."""
+    runner = Recording()
+    loop = pull_loop(idle_projector, runner)
+    await loop.start()
+    try:
+        await idle_projector.create_session("d1")
+        await eventually(lambda: sum(len(b) for b in runner.batches) >= 1, timeout=10)
+        name = catalog.consumer_name("sessions")
+        await idle_projector.bus.js.delete_consumer(SESSIONS.name, name)
+        await idle_projector.create_session("d2")
+        created = "tavern.session.d2.session.created"
+        await eventually(lambda: any(created in b for b in runner.batches), timeout=20)
+        info = await idle_projector.bus.js.consumer_info(SESSIONS.name, name)
+        assert info.config.durable_name == name
+    finally:
+        await loop.stop(3)
+
+
 async def test_many_sessions_widen_the_window_and_one_session_narrows_it(
     idle_projector: Projector,
 ) -> None:
