@@ -22,7 +22,11 @@ class Request(RpcRequest):
     reason: str = Field(default="", max_length=500)
 
     def rate_key(self) -> str:
-        return f"actor:{self.actor}"
+        """What the request is about, for the ledger's rate limit ("" when nothing narrower
+        than its caller): the ledger keys its buckets by the verified principal and this, never
+        by the declared `actor`, so one caller's many sessions or scopes do not share a bucket,
+        nor do different callers naming the same actor."""
+        return ""
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -59,7 +63,9 @@ class CorrectBody(Request):
     scope_id: Id | None = None
 
     def rate_key(self) -> str:
-        return f"session:{self.session_id}" if self.session_id else super().rate_key()
+        if self.session_id:
+            return f"session:{self.session_id}"
+        return f"scope:{self.scope_id}" if self.scope_id else ""
 
 
 class QueryBody(Request):
@@ -131,6 +137,9 @@ class ProposeBody(Request):
     evidence_ids: tuple[str, ...] = Field(default=(), max_length=200)
     authority: str | None = Field(default=None, max_length=32)
     observed_at: UtcDatetime | None = None
+
+    def rate_key(self) -> str:
+        return f"scope:{self.scope_id}"
 
 
 class ConsolidationRequest(Request):

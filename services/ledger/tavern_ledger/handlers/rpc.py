@@ -47,8 +47,9 @@ async def serve(
     async def work() -> Reply:
         principal = await ledger.access.principal(msg.headers, op)
         request = parse(msg.body, model, ledger.caps.max_request_bytes)
-        if not ledger.limiter.allow(request.rate_key(), time.monotonic()):
-            raise RateLimited("too many requests; slow down", key=request.rate_key())
+        key = " ".join(filter(None, (principal.label, request.rate_key())))
+        if not ledger.limiter.allow(key, time.monotonic()):
+            raise RateLimited("too many requests; slow down", key=key)
         reply = await handle(request, principal)
         return _bounded(reply, ledger.caps.max_reply_bytes) if bounded else reply
 
