@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 import nats
 
-from bench.ledger import _ledger
+from bench.ledger import BENCH_KEY, _ledger
 from bench.projector_figures import _fresh_database
 from bench.registry import Env, Result, figure
 from tavern_consolidator import app as consolidator_app
@@ -30,7 +30,9 @@ from tavern_consolidator.ledger_client import LedgerClient
 from tavern_consolidator.model import Model
 from tavern_ledger import app as ledger_app
 from tavern_llm import LLMConfig, build_router
+from tavern_runtime.auth import Credentials
 from tavern_runtime.migrations import migrate
+from tavern_runtime.principals import service
 from tests.integration.consolidator.model_server import ModelServer, reply
 
 SCOPE = "bench-chat"
@@ -91,21 +93,28 @@ async def _seed(pool: Any, n: int) -> None:
 
 def _distillation(pool: Any, nc: Any, model: Any, batch: int) -> Distillation:
     thresholds = Thresholds(min_evidence=1, min_turns=1, max_batch=batch, daily_runs=10**6)
-    return Distillation(
-        lambda: pool, lambda: model, LedgerClient(lambda: nc), thresholds, Retry(), utc_now
-    )
+    credentials = Credentials(BENCH_KEY.encode())
+    client = LedgerClient(lambda: nc, headers=lambda: credentials.headers(service("consolidator")))
+    return Distillation(lambda: pool, lambda: model, client, thresholds, Retry(), utc_now)
 
 
-async def _drain(d: Distillation) -> tuple[int, list[float]]:
-    """Run forced batches until nothing is left; (evidence digested, seconds per batch)."""
-    digested, per_batch = 0, list[float]()
+async def _drain(d: Distillation, pool: Any) -> tuple[int, list[float]]:
+    """Run forced batches until nothing is left; (evidence digested, seconds per batch). The
+    ledger must have stored every observation the batches say they wrote, and some at all: a
+    refused proposal (no principal, say) would make the figure a measure of refusals."""
+    digested, written, per_batch = 0, 0, list[float]()
     while True:
         started = time.perf_counter()
         result = await d.run(SCOPE, force=True)
         if not result.get("digested"):
-            return digested, per_batch
+            break
         per_batch.append(time.perf_counter() - started)
         digested += int(result["digested"])
+        written += int(result["observations"])
+    stored = await pool.fetchval("SELECT count(*) FROM ledger.observation")
+    if written == 0 or stored != written:
+        raise RuntimeError(f"the ledger stored {stored} observations; the batches wrote {written}")
+    return digested, per_batch
 
 
 @figure(
@@ -120,7 +129,7 @@ async def consolidator_fallback_distil(env: Env, n: int) -> Result:
         await _seed(pool, n)
         model = Model(build_router(LLMConfig(base_url="")), 1024, 30)
         started = time.perf_counter()
-        digested, _ = await _drain(_distillation(pool, nc, model, 40))
+        digested, _ = await _drain(_distillation(pool, nc, model, 40), pool)
         elapsed = time.perf_counter() - started
     if digested != n:
         raise RuntimeError(f"digested {digested} of {n}")
@@ -148,6 +157,6 @@ async def consolidator_batch_overhead(env: Env, n: int) -> Result:
         await _seed(pool, n * 10)
         config = LLMConfig(base_url=server.base_url, api_key="bench", max_retries=0)
         timed = TimedModel(Model(build_router(config), 1024, 30))
-        _, per_batch = await _drain(_distillation(pool, nc, timed, 10))
+        _, per_batch = await _drain(_distillation(pool, nc, timed, 10), pool)
     overhead = [(b - m) * 1000 for b, m in zip(per_batch, timed.spent_s, strict=True)]
     return Result(len(per_batch), sum(overhead) / 1000, tuple(overhead))
