@@ -52,7 +52,12 @@ LOOP_RPCS = (
 """Recall and the memory, variable and query tools (ledger), cards, lore, history and scenes
 (projector), style promotions awaiting approval at a turn's first step (consolidator)."""
 
-CONSOLIDATOR_RPCS = ("ledger.observation.propose", "ledger.consolidation.>", "ledger.stats")
+CONSOLIDATOR_RPCS = (
+    "ledger.observation.propose",
+    "ledger.observation.propose_batch",
+    "ledger.consolidation.>",
+    "ledger.stats",
+)
 """Proposed observations, the rule and expression-candidate operations of consolidation, and
 the ownership check of a user's review request (`stats` asked as that user)."""
 

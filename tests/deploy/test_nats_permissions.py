@@ -553,6 +553,7 @@ SENSITIVE_PUBLISH = [
             "recall",
             "memory.search",
             "observation.propose",
+            "observation.propose_batch",
             "consolidation.rule.list",
         )
     ),

@@ -20,6 +20,7 @@ from tavern_consolidator.ledger_client import LedgerClient
 from tavern_consolidator.model import Model
 from tavern_consolidator.store import Conn, PoolSource, batches, connection, transaction
 from tavern_consolidator.store.batches import BatchRow, Failure
+from tavern_events.rpc.ledger import MAX_PROPOSED
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import get_logger
 from tavern_runtime.pg import holds_session_state
@@ -221,19 +222,36 @@ class Distillation:
         }
 
     async def _propose_all(self, row: BatchRow) -> int:
+        """The batch's observations in requests of up to `MAX_PROPOSED`, each stored by the
+        ledger in one transaction. A request the ledger refuses whole (one malformed
+        observation fails its shape) is proposed again one by one, so only that one is lost."""
         written = 0
-        for obs in row.observations:
-            written += await self._propose_one(row, obs)
+        for at in range(0, len(row.observations), MAX_PROPOSED):
+            chunk = row.observations[at : at + MAX_PROPOSED]
+            try:
+                replies = await self._ledger.propose_batch(row.scope_id, chunk, row.batch_to)
+            except LedgerRefused as exc:
+                log.warning(
+                    "observations_refused_together", scope_id=row.scope_id, error=exc.message
+                )
+                replies = [await self._propose_one(row, obs) for obs in chunk]
+            written += sum(self._stored(row, reply) for reply in replies)
         for obs in row.observations:
             if obs.claim_domain == "style" and obs.evidence_ids and self.on_style is not None:
                 await self.on_style(row.scope_id, obs.evidence_ids)
         return written
 
-    async def _propose_one(self, row: BatchRow, obs: Proposed) -> int:
+    async def _propose_one(self, row: BatchRow, obs: Proposed) -> dict[str, Any]:
         try:
-            reply = await self._ledger.propose(row.scope_id, obs, row.batch_to)
-        except LedgerRefused as exc:  # this observation can never be stored; the batch goes on
-            log.warning("observation_refused", scope_id=row.scope_id, error=exc.message)
+            return await self._ledger.propose(row.scope_id, obs, row.batch_to)
+        except LedgerRefused as exc:
+            return {"error": {"message": exc.message}}
+
+    def _stored(self, row: BatchRow, reply: dict[str, Any]) -> int:
+        """1 if the ledger stored the observation; a refused one is logged and the batch goes
+        on (it can never be stored)."""
+        if "error" in reply:
+            log.warning("observation_refused", scope_id=row.scope_id, error=reply["error"])
             return 0
         if reply.get("alert"):
             log.warning("observation_without_backlink", observation_id=reply.get("observation_id"))

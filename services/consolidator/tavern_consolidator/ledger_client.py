@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -77,22 +77,40 @@ class LedgerClient:
     async def propose(self, scope_id: str, obs: Proposed, observed_at: datetime) -> dict[str, Any]:
         return await self.call(
             "observation.propose",
+            {"scope_id": scope_id, **_observation(obs), "observed_at": observed_at.isoformat()},
+        )
+
+    async def propose_batch(
+        self, scope_id: str, batch: Sequence[Proposed], observed_at: datetime
+    ) -> list[dict[str, Any]]:
+        """`observation.propose_batch`: one answer per observation, in order (a reply, or
+        `{"error": ...}` for one the ledger refused on its own)."""
+        reply = await self.call(
+            "observation.propose_batch",
             {
                 "scope_id": scope_id,
-                "subject": obs.subject,
-                "predicate": obs.predicate,
-                "claim_domain": obs.claim_domain,
-                "text": obs.text,
-                "evidence_ids": list(obs.evidence_ids),
+                "observations": [_observation(obs) for obs in batch],
                 "observed_at": observed_at.isoformat(),
             },
         )
+        items: list[dict[str, Any]] = reply["items"]
+        return items
 
     async def consolidation(self, op: str, **body: Any) -> dict[str, Any]:
         """`tavern.rpc.ledger.consolidation.<op>` (rules and expression candidates)."""
         return await self.call(
             f"consolidation.{op}", {k: v for k, v in body.items() if v is not None}
         )
+
+
+def _observation(obs: Proposed) -> dict[str, Any]:
+    return {
+        "subject": obs.subject,
+        "predicate": obs.predicate,
+        "claim_domain": obs.claim_domain,
+        "text": obs.text,
+        "evidence_ids": list(obs.evidence_ids),
+    }
 
 
 def _refusal(op: str, raw: dict[str, Any]) -> Exception:

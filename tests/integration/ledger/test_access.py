@@ -275,6 +275,12 @@ async def test_only_the_consolidator_and_the_operator_declare_an_observations_au
         "observation.propose", headers=ALICE, authority="system_policy", **proposal
     )
     assert declared["error"]["code"] == "forbidden"
+    observation = {k: v for k, v in proposal.items() if k != "scope_id"}
+    declared_in_batch = await ledger.rpc(
+        "observation.propose_batch", headers=ALICE, scope_id="chat_a",
+        observations=[observation, {**observation, "authority": "system_policy"}],
+    )  # fmt: skip
+    assert declared_in_batch["error"]["code"] == "forbidden"
     assert await ledger.db.fetchval("SELECT count(*) FROM ledger.observation") == 0
     derived = await ledger.rpc("observation.propose", headers=ALICE, **proposal)
     assert derived["authority"] == "user_explicit"

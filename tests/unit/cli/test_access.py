@@ -36,10 +36,12 @@ def test_the_loop_may_ask_every_rpc_its_code_calls_and_no_other() -> None:
 def test_the_consolidator_may_ask_what_its_ledger_client_calls() -> None:
     client = (CONSOLIDATOR / "ledger_client.py").read_text()
     assert '"observation.propose"' in client
+    assert '"observation.propose_batch"' in client
     assert 'f"consolidation.{op}"' in client
     assert '"stats"' in client  # the ownership check of a user's review request
     assert set(access.CONSOLIDATOR_RPCS) == {
         "ledger.observation.propose",
+        "ledger.observation.propose_batch",
         "ledger.consolidation.>",
         "ledger.stats",
     }

@@ -60,6 +60,12 @@ def _ledger() -> tuple[Rpc, ...]:
         r("audit", le.AuditBody, le.AuditReply, "Audit entries by op, scope, actor, target."),
         r("observation.propose", le.ProposeBody, le.ProposeReply, "Upsert one observation."),
         r(
+            "observation.propose_batch",
+            le.ProposeBatchBody,
+            le.ProposeBatchReply,
+            "Upsert a scope's observations in one transaction.",
+        ),
+        r(
             "observation.list",
             le.ObservationListBody,
             le.ObservationListReply,

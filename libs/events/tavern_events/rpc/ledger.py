@@ -127,15 +127,38 @@ class ObservationListBody(Request):
     limit: int = Field(default=50, ge=1)
 
 
-class ProposeBody(Request):
-    actor: str = Field(default="consolidation", min_length=1, max_length=64)
-    scope_id: Id
+class ProposedObservation(RpcRequest):
+    """What one observation says: the fields of `observation.propose` but the scope and the
+    time, which a `observation.propose_batch` names once for all of its observations."""
+
     subject: str = Field(min_length=1, max_length=200)
     predicate: str = Field(min_length=1, max_length=200)
     claim_domain: str = Field(max_length=32)
     text: str = Field(min_length=1, max_length=4000)
     evidence_ids: tuple[str, ...] = Field(default=(), max_length=200)
     authority: str | None = Field(default=None, max_length=32)
+
+
+class ProposeBody(ProposedObservation, Request):
+    actor: str = Field(default="consolidation", min_length=1, max_length=64)
+    scope_id: Id
+    observed_at: UtcDatetime | None = None
+
+    def rate_key(self) -> str:
+        return f"scope:{self.scope_id}"
+
+
+MAX_PROPOSED = 100
+"""Observations in one `observation.propose_batch` at most."""
+
+
+class ProposeBatchBody(Request):
+    """`observation.propose_batch`: a distillation's observations of one scope in one request,
+    stored in one transaction; each is gated and answered as `observation.propose` would."""
+
+    actor: str = Field(default="consolidation", min_length=1, max_length=64)
+    scope_id: Id
+    observations: tuple[ProposedObservation, ...] = Field(min_length=1, max_length=MAX_PROPOSED)
     observed_at: UtcDatetime | None = None
 
     def rate_key(self) -> str:
@@ -304,6 +327,14 @@ class ProposeReply(RpcReply):
     the gate's reasons for blocking it."""
 
     stored: bool
+
+
+class ProposeBatchReply(RpcReply):
+    """One answer per proposed observation, in order: `observation.propose`'s reply, or
+    `{"error": {...}}` (the common error) for an observation refused on its own (an unknown
+    claim domain, say) while the others were stored."""
+
+    items: list[dict[str, Any]]
 
 
 class Observation(RpcReply):

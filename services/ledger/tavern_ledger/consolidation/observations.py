@@ -3,6 +3,7 @@ derived id, the weakest supporting authority, and same-key supersede with lineag
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tavern_ledger import audit, outbox
@@ -30,21 +31,42 @@ class Observations:
     async def propose(self, proposal: Proposal, actor: Actor) -> dict[str, Any]:
         async with transaction(self._pool) as conn:
             authorities = await observations.evidence_authorities(conn, proposal.evidence_ids)
-            try:
-                decision = decide(proposal, authorities, self._gate)
-            except ObservationInvalid as exc:
-                raise RequestInvalid(str(exc)) from None
-            if decision.row is None:
-                audit_id = await audit.append_one(
-                    conn, _blocked(proposal, decision.verdict.reasons, actor)
-                )
-                return {
-                    "stored": False,
-                    "action": "block",
-                    "reasons": list(decision.verdict.reasons),
-                    "audit_id": audit_id,
-                }
-            return await self._store(conn, decision.row, decision, set(authorities), actor)
+            return await self._propose(conn, proposal, authorities, actor)
+
+    async def propose_batch(
+        self, proposals: Sequence[Proposal], actor: Actor
+    ) -> list[dict[str, Any]]:
+        """Every proposal in one transaction, answered in order as `propose` would; one the
+        rules refuse (an unknown claim domain) is answered with its error, the others stored."""
+        ids = list(dict.fromkeys(e for p in proposals for e in p.evidence_ids))
+        replies: list[dict[str, Any]] = []
+        async with transaction(self._pool) as conn:
+            authorities = await observations.evidence_authorities(conn, ids)
+            for proposal in proposals:
+                try:
+                    replies.append(await self._propose(conn, proposal, authorities, actor))
+                except RequestInvalid as exc:
+                    replies.append(exc.as_reply())
+        return replies
+
+    async def _propose(
+        self, conn: Conn, proposal: Proposal, authorities: Mapping[str, str], actor: Actor
+    ) -> dict[str, Any]:
+        try:
+            decision = decide(proposal, authorities, self._gate)
+        except ObservationInvalid as exc:
+            raise RequestInvalid(str(exc)) from None
+        if decision.row is None:
+            audit_id = await audit.append_one(
+                conn, _blocked(proposal, decision.verdict.reasons, actor)
+            )
+            return {
+                "stored": False,
+                "action": "block",
+                "reasons": list(decision.verdict.reasons),
+                "audit_id": audit_id,
+            }
+        return await self._store(conn, decision.row, decision, set(authorities), actor)
 
     async def release(self, observation_id: str, actor: Actor) -> dict[str, Any]:
         """A person's review of a held observation: it becomes active (acp.md §15's human

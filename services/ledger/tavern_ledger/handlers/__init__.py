@@ -31,6 +31,7 @@ RPCS: dict[str, Any] = {
     "stats": rights.stats,
     "audit": rights.audit,
     "observation.propose": rights.propose,
+    "observation.propose_batch": rights.propose_batch,
     "observation.list": rights.observation_list,
     "observation.release": rights.observation_release,
 }

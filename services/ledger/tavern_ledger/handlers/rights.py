@@ -22,7 +22,9 @@ from tavern_ledger.requests import (
     ImportBody,
     ObservationListBody,
     ObservationRef,
+    ProposeBatchBody,
     ProposeBody,
+    ProposedObservation,
     QueryBody,
     RecallBody,
     StatsBody,
@@ -182,24 +184,48 @@ async def import_(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY))
 
 async def propose(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
     async def handle(r: ProposeBody, who: Principal) -> Reply:
-        await ledger.access.scope(who, r.scope_id, "observation.propose")
-        if r.authority is not None:  # it wins over the evidence's: not a user's to declare
-            await ledger.access.curator(who, "observation.propose with an explicit authority")
-        proposal = Proposal(
-            r.scope_id,
-            r.subject,
-            r.predicate,
-            r.claim_domain,
-            r.text,
-            r.evidence_ids,
-            r.observed_at or datetime.now(UTC),
-            r.authority,
-        )
+        op = "observation.propose"
+        await _may_propose(ledger, who, r.scope_id, op, declared=r.authority is not None)
+        proposal = _proposal(r.scope_id, r, r.observed_at or datetime.now(UTC))
         reply = await ledger.observations.propose(proposal, _actor(r, who))
         await ledger.relay.flush()
         return reply
 
     return await serve(ledger, "observation.propose", msg, ProposeBody, handle)
+
+
+async def propose_batch(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
+    async def handle(r: ProposeBatchBody, who: Principal) -> Reply:
+        declared = any(o.authority is not None for o in r.observations)
+        await _may_propose(ledger, who, r.scope_id, "observation.propose_batch", declared=declared)
+        at = r.observed_at or datetime.now(UTC)
+        proposals = [_proposal(r.scope_id, o, at) for o in r.observations]
+        items = await ledger.observations.propose_batch(proposals, _actor(r, who))
+        await ledger.relay.flush()
+        return {"items": items}
+
+    return await serve(ledger, "observation.propose_batch", msg, ProposeBatchBody, handle)
+
+
+async def _may_propose(
+    ledger: Ledger, who: Principal, scope_id: str, op: str, *, declared: bool
+) -> None:
+    await ledger.access.scope(who, scope_id, op)
+    if declared:  # an explicit authority wins over the evidence's: not a user's to declare
+        await ledger.access.curator(who, f"{op} with an explicit authority")
+
+
+def _proposal(scope_id: str, o: ProposedObservation, observed_at: datetime) -> Proposal:
+    return Proposal(
+        scope_id,
+        o.subject,
+        o.predicate,
+        o.claim_domain,
+        o.text,
+        o.evidence_ids,
+        observed_at,
+        o.authority,
+    )
 
 
 async def observation_list(body: Any, msg: Message, ledger: Ledger = Context(LEDGER_KEY)) -> Reply:
