@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -104,13 +105,8 @@ class LedgerClient:
 
 
 def _observation(obs: Proposed) -> dict[str, Any]:
-    return {
-        "subject": obs.subject,
-        "predicate": obs.predicate,
-        "claim_domain": obs.claim_domain,
-        "text": obs.text,
-        "evidence_ids": list(obs.evidence_ids),
-    }
+    """The contract's fields of one observation (`ProposedObservation`): the same names."""
+    return asdict(obs)
 
 
 def _refusal(op: str, raw: dict[str, Any]) -> Exception:
