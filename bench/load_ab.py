@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.costsheet import enable_statement_stats
-from bench.load import LoadReport, run_load
+from bench.load import SHIPPED_LOGS, LoadReport, run_load
 from tavern_runtime.logs import configure_logging
 from tests.reliability.stack import Stack
 
@@ -43,7 +43,7 @@ def python_path(tree: Path) -> str:
 async def one(
     tree: Path, sessions: int, turns: int, env: dict[str, str] | None = None
 ) -> LoadReport:
-    settings = {"TAVERN_LOG_LEVEL": "ERROR", **(env or {}), "PYTHONPATH": python_path(tree)}
+    settings = {**SHIPPED_LOGS, **(env or {}), "PYTHONPATH": python_path(tree)}
     stack = Stack(proxied=False, env=settings)
     try:
         await enable_statement_stats(stack)
