@@ -6,7 +6,7 @@ every RPC request and every RPC reply against the document's schemas and headers
 The run imports a card, then follows the memory flow of test_memory_defaults (a fact told in one
 session recalled in the next) with the loop's tools asked in plain words (memory, variables,
 history, scene, character, lore, the evidence query); then, as an operator's CLI would, it asks
-every other operation of the document once, on what earlier replies named: all 59 RPCs answer
+every other operation of the document once, on what earlier replies named: all 60 RPCs answer
 and every reply is checked, the errors the run provokes on purpose included. Last, a malformed
 event in a session log is parked by its consumers, and the dead letters are checked too.
 """
@@ -308,6 +308,10 @@ async def _changes(nc: Any, scope: str, evidence: str, other: str) -> None:
         "evidence_ids": [evidence],
     }
     await _ask(nc, f"{ledger}.observation.propose", proposal)
+    told = {k: v for k, v in proposal.items() if k != "scope_id"}  # the same one: not inserted
+    await _ask(
+        nc, f"{ledger}.observation.propose_batch", {"scope_id": scope, "observations": [told]}
+    )
     held = {**proposal, "subject": "dev server", "text": "runs its API at localhost:8080"}
     await _ask(nc, f"{ledger}.observation.propose", held)  # env-bound: held for review
     queue = await _ask(nc, f"{ledger}.observation.list", {"scope_id": scope})
@@ -412,6 +416,6 @@ async def test_a_subscriber_knowing_only_the_documents_validates_a_whole_run(
     for channel in ("session", "input", "ledger", "asset", "dlq"):
         assert counts[channel] > 0, (channel, counts)
     rpcs = {k for k, op in contract.document["operations"].items() if op["action"] == "receive"}
-    assert len(rpcs) == len(rpc.ALL) == 59
+    assert len(rpcs) == len(rpc.ALL) == 60
     missing = {r for r in rpcs if counts[f"{r} reply"] == 0}
     assert missing == set(), (missing, counts)
