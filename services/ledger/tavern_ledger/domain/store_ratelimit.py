@@ -49,17 +49,18 @@ def take(bucket: Bucket | None, now: float, policy: RatePolicy) -> tuple[Bucket,
 
 
 class RateLimiter:
-    """Buckets by session, the least recently used forgotten beyond `max_sessions`."""
+    """Buckets by key (a principal and the session it asks about), the least recently used
+    forgotten beyond `max_sessions`."""
 
     def __init__(self, policy: RatePolicy, max_sessions: int = 10_000) -> None:
         self.policy = policy
         self._max = max_sessions
         self._buckets: OrderedDict[str, Bucket] = OrderedDict()
 
-    def take(self, session_id: str, now: float) -> Decision:
-        bucket, decision = take(self._buckets.get(session_id), now, self.policy)
-        self._buckets[session_id] = bucket
-        self._buckets.move_to_end(session_id)
+    def take(self, key: str, now: float) -> Decision:
+        bucket, decision = take(self._buckets.get(key), now, self.policy)
+        self._buckets[key] = bucket
+        self._buckets.move_to_end(key)
         while len(self._buckets) > self._max:
             self._buckets.popitem(last=False)
         return decision

@@ -95,7 +95,7 @@ async def serve(
         principal = await access.principal(headers, op.name)
         request = shapes.parse(op.request, shapes.load_json(data, ctx.limits.max_request_bytes))
         session_id = request.session_id
-        _check_rate(limiter, request.session_id, clock())
+        _check_rate(limiter, f"{principal.label} {session_id}", clock())
         reply = await _run(ctx, op, request, lambda: access.session(principal, session_id, op.name))
     except TavernError as exc:
         reply = error_reply(exc)
@@ -147,8 +147,10 @@ async def _bound_run(
         return await op.run(ctx, request)
 
 
-def _check_rate(limiter: RateLimiter, session_id: str, now: float) -> None:
-    decision = limiter.take(session_id, now)
+def _check_rate(limiter: RateLimiter, key: str, now: float) -> None:
+    """One request of `key`: its principal and the session it names, so that requests another
+    caller is refused for (the limit answers before authorization) never spend a session's."""
+    decision = limiter.take(key, now)
     if not decision.allowed:
         raise RateLimited(
             "too many store requests from this session; slow down",

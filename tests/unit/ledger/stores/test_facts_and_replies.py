@@ -116,11 +116,26 @@ class Admitted:
         return None
 
 
-async def _serve(op: rpc.Operation[Any], body: object, limiter: RateLimiter | None = None) -> Any:
+class AdmittedAs(Admitted):
+    """Who asks is `who`, always allowed."""
+
+    def __init__(self, who: Principal) -> None:
+        self.who = who
+
+    async def principal(self, headers: Mapping[str, str] | None, op: str) -> Principal:
+        return self.who
+
+
+async def _serve(
+    op: rpc.Operation[Any],
+    body: object,
+    limiter: RateLimiter | None = None,
+    access: Admitted | None = None,
+) -> Any:
     ctx = StoreContext(pool=None, limits=StoreLimits(max_reply_bytes=1000))
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     limiter = limiter or RateLimiter(RatePolicy(100, 100))
-    return await rpc.serve(ctx, limiter, op, data, Admitted(), None, clock=lambda: 0.0)
+    return await rpc.serve(ctx, limiter, op, data, access or Admitted(), None, clock=lambda: 0.0)
 
 
 GET = {"session_id": "s1", "scope": "chat", "name": "hp"}
@@ -151,13 +166,15 @@ async def test_serve_answers_a_crash_with_an_internal_error() -> None:
     assert (await _serve(crash, GET))["error"]["code"] == "internal"
 
 
-async def test_serve_rate_limits_per_session() -> None:
+async def test_serve_rate_limits_per_caller_and_session() -> None:
     op = rpc.Operation("variable.get", VariableGet, Recorder())
     limiter = RateLimiter(RatePolicy(rate_per_s=1, burst=1))
     assert "error" not in await _serve(op, GET, limiter)
     limited = await _serve(op, GET, limiter)
     assert limited["error"]["code"] == "rate_limited"
     assert (limited["error"]["retry_after_ms"], limited["error"]["retryable"]) == (1000, True)
+    other = AdmittedAs(principals.user("mallory"))  # another caller naming the same session
+    assert "error" not in await _serve(op, GET, limiter, other)
 
 
 async def test_serve_refuses_results_over_the_reply_cap() -> None:
