@@ -3,9 +3,11 @@ derived id, the weakest supporting authority, and same-key supersede with lineag
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
+from tavern_events.ledger import ObservationUpserted
 from tavern_ledger import audit, outbox
 from tavern_ledger.changes import Actor
 from tavern_ledger.domain.facts import observation_upserted, outbox_record
@@ -19,7 +21,7 @@ from tavern_ledger.domain.observations import (
 )
 from tavern_ledger.domain.records import AuditEntry, ObservationRow
 from tavern_ledger.errors import InvalidTransition, NotFound, RequestInvalid
-from tavern_ledger.evidence import Conn, observations
+from tavern_ledger.evidence import observations
 from tavern_ledger.ingest import Clock, utc_now
 from tavern_ledger.transactions import PoolSource, transaction
 
@@ -29,44 +31,50 @@ class Observations:
         self._pool, self._gate, self._clock = pool, gate, clock
 
     async def propose(self, proposal: Proposal, actor: Actor) -> dict[str, Any]:
-        async with transaction(self._pool) as conn:
-            authorities = await observations.evidence_authorities(conn, proposal.evidence_ids)
-            return await self._propose(conn, proposal, authorities, actor)
+        (reply,) = await self._propose_all([proposal], actor)
+        if isinstance(reply, RequestInvalid):
+            raise reply
+        return reply
 
     async def propose_batch(
         self, proposals: Sequence[Proposal], actor: Actor
     ) -> list[dict[str, Any]]:
         """Every proposal in one transaction, answered in order as `propose` would; one the
         rules refuse (an unknown claim domain) is answered with its error, the others stored."""
+        replies = await self._propose_all(proposals, actor)
+        return [r.as_reply() if isinstance(r, RequestInvalid) else r for r in replies]
+
+    async def _propose_all(
+        self, proposals: Sequence[Proposal], actor: Actor
+    ) -> list[dict[str, Any] | RequestInvalid]:
+        """Gate each proposal, then store the batch in a fixed number of statements (the
+        evidence's authorities, the upsert, the audit entries, the facts)."""
         ids = list(dict.fromkeys(e for p in proposals for e in p.evidence_ids))
-        replies: list[dict[str, Any]] = []
         async with transaction(self._pool) as conn:
             authorities = await observations.evidence_authorities(conn, ids)
+            decided: list[Decision | RequestInvalid] = []
             for proposal in proposals:
                 try:
-                    replies.append(await self._propose(conn, proposal, authorities, actor))
-                except RequestInvalid as exc:
-                    replies.append(exc.as_reply())
-        return replies
-
-    async def _propose(
-        self, conn: Conn, proposal: Proposal, authorities: Mapping[str, str], actor: Actor
-    ) -> dict[str, Any]:
-        try:
-            decision = decide(proposal, authorities, self._gate)
-        except ObservationInvalid as exc:
-            raise RequestInvalid(str(exc)) from None
-        if decision.row is None:
-            audit_id = await audit.append_one(
-                conn, _blocked(proposal, decision.verdict.reasons, actor)
-            )
-            return {
-                "stored": False,
-                "action": "block",
-                "reasons": list(decision.verdict.reasons),
-                "audit_id": audit_id,
-            }
-        return await self._store(conn, decision.row, decision, set(authorities), actor)
+                    decided.append(decide(proposal, authorities, self._gate))
+                except ObservationInvalid as exc:
+                    decided.append(RequestInvalid(str(exc)))
+            rows = [d.row for d in decided if isinstance(d, Decision) and d.row is not None]
+            upserted = iter(await observations.upsert(conn, rows))
+            outcomes: list[Outcome | RequestInvalid] = []
+            for proposal, decision in zip(proposals, decided, strict=True):
+                if isinstance(decision, RequestInvalid):
+                    outcomes.append(decision)
+                    continue
+                done = next(upserted) if decision.row is not None else None
+                outcomes.append(Outcome(proposal, decision, done, set(authorities), actor))
+            entries = [o.audit for o in outcomes if isinstance(o, Outcome) and o.audit]
+            audit_ids = iter(sorted(await audit.append(conn, entries)))
+            facts = [o.fact(self._clock()) for o in outcomes if isinstance(o, Outcome)]
+            await outbox.enqueue(conn, [outbox_record(f) for f in facts if f is not None])
+        return [
+            o if isinstance(o, RequestInvalid) else o.reply(next(audit_ids, 0) if o.audit else 0)
+            for o in outcomes
+        ]
 
     async def release(self, observation_id: str, actor: Actor) -> dict[str, Any]:
         """A person's review of a held observation: it becomes active (acp.md §15's human
@@ -101,35 +109,50 @@ class Observations:
             rows = await observations.listing(conn, scope_id, state, limit)
         return {"items": [observation_view(r) for r in rows], "count": len(rows)}
 
-    async def _store(
+
+class Outcome:
+    """One proposal's outcome in a batch: what it audits, publishes and answers."""
+
+    def __init__(
         self,
-        conn: Conn,
-        row: ObservationRow,
+        proposal: Proposal,
         decision: Decision,
+        upserted: observations.Upserted | None,
         resolvable: set[str],
         actor: Actor,
-    ) -> dict[str, Any]:
-        reasons = decision.verdict.reasons
-        upserted = await observations.upsert(conn, row)
-        tier = backlink_tier(upserted.row, resolvable)
-        if upserted.inserted:
-            entry = _upsert_audit(upserted, reasons, tier, actor, decision)
-            await audit.append_one(conn, entry)
-            if upserted.row.state == "active":
-                fact = observation_upserted(upserted.row, self._clock())
-                await outbox.enqueue(conn, [outbox_record(fact)])
+    ) -> None:
+        self.decision, self.upserted = decision, upserted
+        self.tier = backlink_tier(upserted.row, resolvable) if upserted else None
+        self.audit: AuditEntry | None = None
+        if upserted is None:
+            self.audit = _blocked(proposal, decision.verdict.reasons, actor)
+        elif upserted.inserted:
+            reasons = decision.verdict.reasons
+            self.audit = _upsert_audit(upserted, reasons, str(self.tier), actor, decision)
+
+    def fact(self, now: datetime) -> ObservationUpserted | None:
+        """An inserted active row is published; a held or repeated one is not."""
+        u = self.upserted
+        if u is None or not u.inserted or u.row.state != "active":
+            return None
+        return observation_upserted(u.row, now)
+
+    def reply(self, audit_id: int) -> dict[str, Any]:
+        u, reasons = self.upserted, list(self.decision.verdict.reasons)
+        if u is None:
+            return {"stored": False, "action": "block", "reasons": reasons, "audit_id": audit_id}
         return {
             "stored": True,
-            "inserted": upserted.inserted,
-            "observation_id": upserted.row.id,
-            "state": upserted.row.state,
-            "authority": upserted.row.authority,
-            "derived_authority": decision.derived_authority,
-            "release": decision.release.as_json(),
-            "superseded": upserted.superseded_id,
-            "reasons": list(reasons),
-            "backlink": tier,
-            "alert": tier == "missing_backlink",
+            "inserted": u.inserted,
+            "observation_id": u.row.id,
+            "state": u.row.state,
+            "authority": u.row.authority,
+            "derived_authority": self.decision.derived_authority,
+            "release": self.decision.release.as_json(),
+            "superseded": u.superseded_id,
+            "reasons": reasons,
+            "backlink": self.tier,
+            "alert": self.tier == "missing_backlink",
         }
 
 

@@ -54,27 +54,70 @@ async def evidence_authorities(conn: Conn, ids: Sequence[str]) -> dict[str, str]
     return {r["id"]: r["authority"] for r in found}
 
 
-async def upsert(conn: Conn, row: ObservationRow) -> Upserted:
-    """Insert `row`; an existing id changes nothing; an active row with the same key
-    (scope, subject, predicate, domain) is superseded by an active `row`. Call in a transaction."""
-    existing = await get(conn, row.id)
-    if existing is not None:
-        return Upserted(existing, inserted=False)
-    old = None
-    if row.state == "active":
-        old = await conn.fetchval(
-            "UPDATE ledger.observation SET state = 'superseded' WHERE scope_id = $1 "
-            "AND subject = $2 AND predicate = $3 AND claim_domain = $4 AND state = 'active' "
-            "RETURNING id",
-            row.scope_id,
-            row.subject,
-            row.predicate,
-            row.claim_domain,
+Key = tuple[str, str, str, str]
+
+
+def key_of(row: ObservationRow) -> Key:
+    """What one active row per key means: scope, subject, predicate, claim domain."""
+    return row.scope_id, row.subject, row.predicate, row.claim_domain
+
+
+async def upsert(conn: Conn, rows: Sequence[ObservationRow]) -> list[Upserted]:
+    """Each row, in order, as if inserted alone: an existing id (stored before, or earlier in
+    `rows`) changes nothing; an active row supersedes the active row of its key. Call in a
+    transaction. Four statements whatever the number of rows: the known ids, the active rows
+    of the keys (locked), the superseded ones marked, the new rows inserted."""
+    if not rows:
+        return []
+    found = await conn.fetch(
+        f"SELECT {COLUMNS} FROM ledger.observation WHERE id = ANY($1::text[])",
+        list(dict.fromkeys(r.id for r in rows)),
+    )
+    stored = {r["id"]: row_of(r) for r in found}
+    active = await _active_ids(conn, [key_of(r) for r in rows if r.state == "active"])
+    done: list[Upserted] = []
+    new: list[str] = []
+    superseded: list[str] = []
+    for row in rows:
+        existing = stored.get(row.id)
+        if existing is not None:
+            done.append(Upserted(existing, inserted=False))
+            continue
+        old = active.get(key_of(row)) if row.state == "active" else None
+        if row.state == "active":
+            active[key_of(row)] = row.id
+        if old is not None:
+            row = replace(row, supersedes=(old,))
+            if old in new:  # inserted earlier in `rows`: it is inserted superseded
+                stored[old] = replace(stored[old], state="superseded")
+            else:
+                superseded.append(old)
+        stored[row.id] = row
+        new.append(row.id)
+        done.append(Upserted(row, inserted=True, superseded_id=old))
+    if superseded:
+        await conn.execute(
+            "UPDATE ledger.observation SET state = 'superseded' "
+            "WHERE id = ANY($1::text[]) AND state = 'active'",
+            superseded,
         )
-    if old is not None:
-        row = replace(row, supersedes=(str(old),))
-    await insert(conn, [row])
-    return Upserted(row, inserted=True, superseded_id=str(old) if old else None)
+    await conn.executemany(_INSERT, [_values(stored[i]) for i in new])
+    return done
+
+
+async def _active_ids(conn: Conn, keys: Sequence[Key]) -> dict[Key, str]:
+    """The active row of each key, locked until the transaction ends."""
+    if not keys:
+        return {}
+    unique = list(dict.fromkeys(keys))
+    found = await conn.fetch(
+        "SELECT o.id, o.scope_id, o.subject, o.predicate, o.claim_domain "
+        "FROM ledger.observation o JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) "
+        "AS k(scope_id, subject, predicate, claim_domain) USING "
+        "(scope_id, subject, predicate, claim_domain) WHERE o.state = 'active' FOR UPDATE OF o",
+        *(list(column) for column in zip(*unique, strict=True)),
+    )
+    return {(r[1], r[2], r[3], r[4]): r[0] for r in found}
 
 
 async def locked(conn: Conn, observation_id: str) -> ObservationRow | None:
@@ -119,27 +162,35 @@ async def activate(conn: Conn, row: ObservationRow) -> Upserted:
     return Upserted(active, inserted=True, superseded_id=str(old) if old else None)
 
 
+_INSERT = (
+    f"INSERT INTO ledger.observation ({COLUMNS}) VALUES "
+    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now())) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+
+
+def _values(row: ObservationRow) -> tuple[Any, ...]:
+    return (
+        row.id,
+        row.scope_id,
+        row.subject,
+        row.predicate,
+        row.claim_domain,
+        row.authority,
+        row.text,
+        list(row.evidence_ids),
+        list(row.supersedes),
+        row.state,
+        list(row.flags),
+        row.observed_at,
+        row.created_at,
+    )
+
+
 async def insert(conn: Conn, rows: Sequence[ObservationRow]) -> int:
     """Raw insert (import): rows whose id exists are skipped; returns how many were written."""
     count = 0
     for row in rows:
-        status = await conn.execute(
-            f"INSERT INTO ledger.observation ({COLUMNS}) VALUES "
-            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now())) "
-            "ON CONFLICT (id) DO NOTHING",
-            row.id,
-            row.scope_id,
-            row.subject,
-            row.predicate,
-            row.claim_domain,
-            row.authority,
-            row.text,
-            list(row.evidence_ids),
-            list(row.supersedes),
-            row.state,
-            list(row.flags),
-            row.observed_at,
-            row.created_at,
-        )
+        status = await conn.execute(_INSERT, *_values(row))
         count += status.endswith(" 1")
     return count
