@@ -21,7 +21,7 @@ from tavern_events.skips import SkipCounter, Skipped
 from tavern_events.union import decode_or_skip
 from tavern_ledger.access import Access
 from tavern_ledger.config import LedgerSettings
-from tavern_ledger.domain.bindings import Effect, ModeChange, effect_of
+from tavern_ledger.domain.bindings import Effect, ModeChange, TurnClosed, effect_of
 from tavern_ledger.domain.store_limits import StoreLimits
 from tavern_ledger.domain.store_ratelimit import RateLimiter, RatePolicy
 from tavern_ledger.ledger import LEDGER_KEY, Ledger, gate_config
@@ -172,14 +172,16 @@ class StoreHandlers:
     async def _apply(
         self, resources: ServiceResources, effects: Sequence[tuple[Msg, Effect]]
     ) -> list[tuple[Msg, ModeChange]]:
-        """Apply in one transaction (a lone effect, the common turn end, is one statement and
-        needs none); returns the mode changes of sessions not bound yet."""
+        """Apply in one transaction (a lone effect, or a run of turn ends, is one statement
+        and needs none); returns the mode changes of sessions not bound yet."""
         missing: list[tuple[Msg, ModeChange]] = []
-        unit = connection if len(effects) == 1 else transaction
+        one = len(effects) == 1 or all(isinstance(e, TurnClosed) for _, e in effects)
+        unit = connection if one else transaction
         async with unit(partial(_pool, resources)) as conn:
-            for msg, effect in effects:
-                if await bindings.apply(conn, effect) == "missing":
-                    missing.append((msg, cast(ModeChange, effect)))
+            applied = await bindings.apply_all(conn, [effect for _, effect in effects])
+        for (msg, effect), outcome in zip(effects, applied, strict=True):
+            if outcome == "missing":
+                missing.append((msg, cast(ModeChange, effect)))
         return missing
 
     async def _apply_one_by_one(

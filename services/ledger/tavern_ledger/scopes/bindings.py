@@ -5,6 +5,7 @@ Every write is idempotent and ordered by the event's seq, so redelivery changes 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from tavern_ledger.domain.bindings import Effect, ModeChange, TurnClosed
@@ -49,6 +50,22 @@ async def apply(conn: Conn, effect: Effect) -> Applied:
     return await close_turn(conn, effect)
 
 
+async def apply_all(conn: Conn, effects: Sequence[Effect]) -> list[Applied]:
+    """`apply` of each effect in order; consecutive turn ends go in one statement."""
+    applied: list[Applied] = []
+    closing: list[TurnClosed] = []
+    for effect in [*effects, None]:
+        if isinstance(effect, TurnClosed):
+            closing.append(effect)
+            continue
+        if closing:
+            applied += await close_turns(conn, closing)
+            closing = []
+        if effect is not None:
+            applied.append(await apply(conn, effect))
+    return applied
+
+
 async def _bind(conn: Conn, b: Binding) -> Applied:
     # The claim comes with the binding, in its statement, and never moves: a session naming
     # another owner's chat or character is bound, but `resolve_scope` refuses it those scopes.
@@ -88,6 +105,19 @@ async def close_turn(conn: Conn, closed: TurnClosed) -> Applied:
     statement (`ledger.close_turn`, under the turn lock), atomic with or without a transaction."""
     await conn.execute("SELECT ledger.close_turn($1, $2)", closed.session_id, closed.turn)
     return "applied"
+
+
+async def close_turns(conn: Conn, closed: Sequence[TurnClosed]) -> list[Applied]:
+    """`close_turn` of each, in one statement (atomic on its own, or in the caller's batch)."""
+    if len(closed) == 1:
+        return [await close_turn(conn, closed[0])]
+    await conn.execute(
+        "SELECT ledger.close_turn(s, t) FROM unnest($1::text[], $2::int[]) WITH ORDINALITY "
+        "AS u(s, t, n) ORDER BY n",
+        [c.session_id for c in closed],
+        [c.turn for c in closed],
+    )
+    return ["applied"] * len(closed)
 
 
 async def lock_turns(conn: Conn, session_id: str) -> None:

@@ -60,6 +60,21 @@ async def test_a_turn_end_is_idempotent_and_never_moves_back(ledger: Ledger) -> 
     assert await turn_rows(ledger.db, "s1") == 1  # turn 3 is still open
 
 
+async def test_a_run_of_turn_ends_in_one_statement_ends_each_as_one_by_one(
+    ledger: Ledger,
+) -> None:
+    await ledger.db.execute(
+        "INSERT INTO ledger.variable_scope (scope, scope_id, turn) "
+        "VALUES ('turn', 's1', 2), ('turn', 's1', 3), ('turn', 's2', 1)"
+    )
+    ends = [TurnClosed("s1", 2), TurnClosed("s2", 1), TurnClosed("s1", 2), TurnClosed("s1", 1)]
+    assert await bindings.apply_all(ledger.db, ends) == ["applied"] * 4
+    assert await bindings.last_ended_turn(ledger.db, "s1") == 2
+    assert await bindings.last_ended_turn(ledger.db, "s2") == 1
+    assert await turn_rows(ledger.db, "s1") == 1  # turn 3 is still open
+    assert await turn_rows(ledger.db, "s2") == 0
+
+
 async def test_scopes_of_a_tool_call_are_held_to_their_claims(ledger: Ledger) -> None:
     await ledger.db.execute(
         "INSERT INTO ledger.scope_owner (scope_id, owner) "
