@@ -38,6 +38,7 @@ from bench.costsheet import (
 from bench.registry import Env, Result, baseline, figure
 from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
+from tavern_events.streams import SESSIONS as SESSIONS_STREAM_SPEC
 from tavern_events.tool import ToolResult
 from tavern_runtime.settings import TavernSettings
 from tests.reliability.driver import Driver
@@ -45,9 +46,19 @@ from tests.reliability.scenario import quiesce, verify
 from tests.reliability.stack import Stack
 
 SESSIONS = 200
+SESSIONS_STREAM = SESSIONS_STREAM_SPEC.name
 TURNS = 20
-EVENTS_PER_TURN = 12
-"""About what a one-step offline turn appends (turn/start ... turn/end, chunks included)."""
+CHAT_TURN_EVENTS = 9
+"""What a chat turn of the load appends to its session's log with the offline model: turn/start,
+step/start, user/message, agent/request, assistant/chunk, assistant/message, step/end,
+turn/stopping, turn/end."""
+TOOL_TURN_EVENTS = 16
+"""A turn with one tool call: the same, with tool/call and tool/result and a second step
+(step/start, agent/request, assistant/chunk, assistant/message, step/end)."""
+EVENT_BYTES = 520
+"""About the mean size of the load's session events (9 KB a tool turn, 4.6 KB a chat turn)."""
+INPUT_BYTES = 480
+"""About the size of one of the load's inputs as the driver sends it."""
 SAMPLE_EVERY_S = 0.5
 MEMORY_EVERY_S = 5.0
 """Memory is read less often than lags: Postgres's share of it (PSS) walks the page tables of
@@ -74,6 +85,17 @@ def line(session: int, turn: int) -> str:
     if kind == 3:
         return "search memory for number"
     return f"Hello from load session {session}, turn {turn}. How are you?"
+
+
+def raw_events(turn: int) -> int:
+    """The session events the raw baseline appends for the load's `turn`: what the offline turn
+    of `line(_, turn)` appends, less what only some turns add (a recall message when memory is
+    found, `session/created`), so the baseline never sends more than the load."""
+    return CHAT_TURN_EVENTS if turn % 4 == 0 else TOOL_TURN_EVENTS
+
+
+def raw_events_per_turn(turns: int) -> float:
+    return sum(raw_events(t) for t in range(turns)) / turns
 
 
 @dataclass
@@ -118,6 +140,11 @@ class LoadReport:
     def turns_per_s(self) -> float:
         return len(self.latencies_ms) / self.seconds if self.seconds else 0.0
 
+    @property
+    def session_messages_per_turn(self) -> float:
+        """SESSIONS messages stored a turn (the raw baseline appends at most as many)."""
+        return self.cost.streams.get(SESSIONS_STREAM, (0.0, 0.0))[0]
+
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latencies_ms) or [0.0]
         return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -134,6 +161,9 @@ class LoadReport:
             + (", ".join(f"{k} {v}" for k, v in sorted(self.tools.items())) or "none"),
             "drained after the load in "
             + (f"{self.drained_s:.1f} s" if self.drained_s is not None else "NEVER"),
+            f"session log messages a turn: {self.session_messages_per_turn:.2f} stored by this "
+            f"load; {raw_events_per_turn(self.turns):.2f} appended by the raw baseline "
+            "(load_raw) for the same turns",
             "",
             f"{'consumer':24} {'peak lag':>9} {'after':>6}",
         ]
@@ -296,7 +326,9 @@ async def load(env: Env, n: int) -> Result:
     servers=("fsync",),
     count=SESSIONS * TURNS,
     description=f"the load's bus traffic with plain nats-py: {SESSIONS} concurrent sessions, "
-    f"per turn one input and {EVENTS_PER_TURN} awaited appends to the session's subject",
+    f"per turn one input and the session events the load's turn appends ({CHAT_TURN_EVENTS} "
+    f"for a chat turn, {TOOL_TURN_EVENTS} with a tool call, {EVENT_BYTES} bytes each), "
+    "awaited one after the other",
 )
 async def load_raw(env: Env, n: int) -> Result:
     sessions, turns = shape(n)
@@ -304,17 +336,17 @@ async def load_raw(env: Env, n: int) -> Result:
     js = nc.jetstream(timeout=30)
     try:
         await js.add_stream(name="RAWLOAD", subjects=["rawload.>"])
-        body = json.dumps({"text": "x" * 180}).encode()
+        said = json.dumps({"text": "x" * (INPUT_BYTES - 12)}).encode()
+        event = json.dumps({"text": "x" * (EVENT_BYTES - 12)}).encode()
 
         async def session(index: int) -> list[float]:
             latencies = []
             for turn in range(turns):
                 t0 = time.perf_counter()
-                await js.publish(f"rawload.input.s{index}", body, headers={"Nats-Msg-Id": new_id()})
-                for _ in range(EVENTS_PER_TURN):
-                    await js.publish(f"rawload.session.s{index}.e", body)
+                await js.publish(f"rawload.input.s{index}", said, headers={"Nats-Msg-Id": new_id()})
+                for _ in range(raw_events(turn)):
+                    await js.publish(f"rawload.session.s{index}.e", event)
                 latencies.append((time.perf_counter() - t0) * 1000)
-                del turn
             return latencies
 
         started = time.perf_counter()

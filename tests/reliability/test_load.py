@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from bench.load import run_load
+from bench.load import raw_events_per_turn, run_load
 from tests.reliability.report import REPORT
 from tests.reliability.stack import Stack
 
@@ -38,3 +38,6 @@ async def test_concurrent_sessions_lose_nothing_and_recover_after_the_load(stack
     assert all(lag == 0 for lag in report.lags_after.values()), report.lags_after
     assert not math.isnan(report.latency_after_ms)
     assert report.latency_after_ms <= report.latency_before_ms * RECOVERED_FACTOR + 50
+    # the raw baseline (bench/load.py, load_raw) sends no more session events than the load
+    # stores: a ratio against it never flatters the stack
+    assert raw_events_per_turn(TURNS) <= report.session_messages_per_turn
