@@ -70,14 +70,13 @@ async def save_evidence(conn: Conn, rows: Sequence[tuple[Evidence, bool]]) -> No
 
 
 async def change_states(conn: Conn, changes: Sequence[StateChange]) -> None:
-    """Follow the ledger's transitions; a redacted copy loses its text at once."""
-    for c in changes:
-        await conn.execute(
+    """Follow the ledger's transitions, in order (one round trip); a redacted copy loses its
+    text at once."""
+    if changes:
+        await conn.executemany(
             "UPDATE consolidator.evidence SET state = $2, state_changed_at = $3, "
             "text = CASE WHEN $2 = 'redacted' THEN '' ELSE text END WHERE id = $1",
-            c.evidence_id,
-            c.state,
-            c.at,
+            [(c.evidence_id, c.state, c.at) for c in changes],
         )
 
 
@@ -112,36 +111,33 @@ def statements(changes: Changes) -> int:
         + bool(c.evidence)
         + len(c.states)
         + len(c.observations)
-        + sum(1 for o in c.observations if o.supersedes)
+        + any(o.supersedes for o in c.observations)
         + len(c.rules)
         + bool(c.turns)
     )
 
 
 async def save_observations(conn: Conn, rows: Sequence[Observation]) -> None:
-    """In stream order: insert the copy, then retire what it supersedes."""
-    for o in rows:
+    """Insert the copies (one round trip), then retire what they supersede (one statement): a
+    fact only ever supersedes an observation whose own fact came before it."""
+    if not rows:
+        return
+    await conn.executemany(
+        f"INSERT INTO consolidator.observation ({OBSERVATION_COLUMNS}) VALUES "
+        "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+        [
+            (o.id, o.scope_id, o.subject, o.predicate, o.claim_domain, o.authority, o.text,
+             o.observed_at, list(o.evidence_ids), o.state, o.supersedes)
+            for o in rows
+        ],
+    )  # fmt: skip
+    retired = [o.supersedes for o in rows if o.supersedes]
+    if retired:
         await conn.execute(
-            f"INSERT INTO consolidator.observation ({OBSERVATION_COLUMNS}) VALUES "
-            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
-            o.id,
-            o.scope_id,
-            o.subject,
-            o.predicate,
-            o.claim_domain,
-            o.authority,
-            o.text,
-            o.observed_at,
-            list(o.evidence_ids),
-            o.state,
-            o.supersedes,
+            "UPDATE consolidator.observation SET state = 'superseded', updated_at = now() "
+            "WHERE id = ANY($1::text[]) AND state = 'active'",
+            retired,
         )
-        if o.supersedes:
-            await conn.execute(
-                "UPDATE consolidator.observation SET state = 'superseded', updated_at = now() "
-                "WHERE id = $1 AND state = 'active'",
-                o.supersedes,
-            )
 
 
 async def save_rules(conn: Conn, rows: Sequence[RuleView]) -> None:
