@@ -2,17 +2,19 @@
 failed attempts announced by the provider go to `on_failed`, a failure after output ends the
 stream with what was delivered so far.
 
-Chunk appends are coalesced: deltas gather into one event, the first `first_s` after the
-stream's first delta, each later one at least `interval_s` after the one before, so a stream
-costs a few appends a second rather than one per token (each is a stored, fsynced message), and
-a stream that ends within `first_s` costs no append of its own.
+Chunks are coalesced: deltas gather into one event, the first `first_s` after the stream's
+first delta, each later one at least `interval_s` after the one before, so a stream costs a few
+appends a second rather than one per token (each is a stored, fsynced message), and a stream
+that ends within `first_s` costs no append of its own. A chunk is staged, written behind at
+once: neither the stream nor its end waits for the write (a later flush does, before anything
+outside depends on the log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,6 @@ from tavern_events.parts import ToolCallDelta as DeltaPart
 from tavern_llm.base import AttemptFailed, FinalMessage, ProviderError, StreamDelta, StreamItem
 from tavern_loop.domain.drafts import Drafter
 
-Append = Callable[[AssistantChunk], Awaitable[object]]
 Stage = Callable[[AssistantChunk], object]
 OnFailed = Callable[[AttemptFailed], object]
 
@@ -45,11 +46,10 @@ CHUNK_INTERVAL_S = 0.2
 
 @dataclass
 class _ChunkWriter:
-    """Publishes deltas live once a stream has run for `first_s`, then at most one chunk every
-    `interval_s`; a faster stream's deltas are staged with the final message instead (one
-    append, not several)."""
+    """Stages deltas as a chunk once a stream has run for `first_s`, then at most one chunk
+    every `interval_s` (each written behind at once, live for readers); a faster stream's
+    deltas are staged with the final message instead (one append, not several)."""
 
-    append: Append
     stage: Stage
     draft: Drafter
     attempt: int
@@ -58,13 +58,12 @@ class _ChunkWriter:
     interval_s: float = CHUNK_INTERVAL_S
     index: int = 0
     last_at: float | None = None
-    """When the last live append started (the event loop's clock)."""
+    """When the last live chunk was staged (the event loop's clock)."""
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: list[DeltaPart] = field(default_factory=list)
     inflight: asyncio.Task[None] | None = None
-    flushing: bool = False
-    closing: bool = False
+    """Waiting for the next chunk's time."""
 
     def add(self, delta: StreamDelta) -> None:
         if not self.enabled:
@@ -80,17 +79,8 @@ class _ChunkWriter:
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self._wait())
-        while self.text or self.calls:
-            self.flushing = True
-            try:
-                self.last_at = asyncio.get_running_loop().time()
-                await self.append(self._take())
-            finally:
-                self.flushing = False
-            if self.closing:  # the rest is staged with the final message
-                return
-            if self.text or self.calls:  # gathered during the append: wait for the next slot
-                await asyncio.sleep(self._wait())
+        self.last_at = asyncio.get_running_loop().time()
+        self.stage(self._take())
 
     def _wait(self) -> float:
         if self.last_at is None:
@@ -110,16 +100,12 @@ class _ChunkWriter:
         return self.draft(AssistantChunk, payload, source="host")
 
     async def close(self) -> None:
-        """Wait for a live append in flight; stage whatever is left (it lands with the next)."""
-        self.closing = True
-        task = self.inflight
+        """Stage whatever is left (it lands with the final message); nothing to wait for."""
+        task, self.inflight = self.inflight, None
         if task is not None and not task.done():
-            if self.flushing:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            else:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
         if self.text or self.calls:
             self.stage(self._take())
 
@@ -184,11 +170,10 @@ async def _next_or_cancel(
 
 
 def chunk_writer(
-    append: Append,
     stage: Stage,
     draft: Drafter,
     attempt: int,
     enabled: bool,
     interval_s: float = CHUNK_INTERVAL_S,
 ) -> _ChunkWriter:
-    return _ChunkWriter(append, stage, draft, attempt, enabled, interval_s=interval_s)
+    return _ChunkWriter(stage, draft, attempt, enabled, interval_s=interval_s)

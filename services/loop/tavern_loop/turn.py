@@ -797,7 +797,6 @@ class TurnRunner:
         request = ChatRequest(model=target.model, messages=messages, tools=plan.tools, route="chat")
         options = self.deps.options
         writer = chunk_writer(
-            self.append,
             self.stage,
             self.draft,
             attempt,
