@@ -179,6 +179,7 @@ async def test_up_runs_everything_stops_cleanly_and_resumes_with_its_data(
         await _all_gone(pids)
         assert not (data_dir / "run" / "servers.json").exists()
 
+        second_run = len(_text(log))
         async with tavern_up(data_dir, log) as up:
             await eventually(lambda: _green(data_dir), timeout=45, interval=0.5)
             assert await _session_messages(_servers(data_dir)["nats_url"], _login(data_dir)) == [
@@ -189,6 +190,9 @@ async def test_up_runs_everything_stops_cleanly_and_resumes_with_its_data(
             pids = _pids(data_dir)
             assert await _stop(up) == 0
         await _all_gone(pids)
+        stops = [line for line in _text(log)[second_run:].splitlines() if "stopped" in line]
+        for name in OWNED:  # each shut down cleanly: none died of the stop signal
+            assert any(line.split() == [f"[{name}]", "stopped"] for line in stops), (name, stops)
     except BaseException:
         sys.stderr.write(_text(log)[-6000:])
         raise
