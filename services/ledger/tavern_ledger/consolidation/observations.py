@@ -60,13 +60,14 @@ class Observations:
                     decided.append(RequestInvalid(str(exc)))
             rows = [d.row for d in decided if isinstance(d, Decision) and d.row is not None]
             upserted = iter(await observations.upsert(conn, rows))
+            resolvable = set(authorities)
             outcomes: list[Outcome | RequestInvalid] = []
             for proposal, decision in zip(proposals, decided, strict=True):
                 if isinstance(decision, RequestInvalid):
                     outcomes.append(decision)
                     continue
                 done = next(upserted) if decision.row is not None else None
-                outcomes.append(Outcome(proposal, decision, done, set(authorities), actor))
+                outcomes.append(Outcome(proposal, decision, done, resolvable, actor))
             entries = [o.audit for o in outcomes if isinstance(o, Outcome) and o.audit]
             audit_ids = iter(sorted(await audit.append(conn, entries)))
             facts = [o.fact(self._clock()) for o in outcomes if isinstance(o, Outcome)]

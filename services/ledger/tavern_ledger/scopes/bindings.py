@@ -6,6 +6,7 @@ Every write is idempotent and ordered by the event's seq, so redelivery changes 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any, Literal
 
 from tavern_ledger.domain.bindings import Effect, ModeChange, TurnClosed
@@ -53,16 +54,11 @@ async def apply(conn: Conn, effect: Effect) -> Applied:
 async def apply_all(conn: Conn, effects: Sequence[Effect]) -> list[Applied]:
     """`apply` of each effect in order; consecutive turn ends go in one statement."""
     applied: list[Applied] = []
-    closing: list[TurnClosed] = []
-    for effect in [*effects, None]:
-        if isinstance(effect, TurnClosed):
-            closing.append(effect)
-            continue
+    for closing, run in groupby(effects, key=lambda e: isinstance(e, TurnClosed)):
         if closing:
-            applied += await close_turns(conn, closing)
-            closing = []
-        if effect is not None:
-            applied.append(await apply(conn, effect))
+            applied += await close_turns(conn, [e for e in run if isinstance(e, TurnClosed)])
+        else:
+            applied += [await apply(conn, effect) for effect in run]
     return applied
 
 
