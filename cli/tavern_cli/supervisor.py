@@ -237,7 +237,9 @@ class Supervisor:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches `tavern up` only; it stops services in order
+            # A process group of its own (Ctrl-C reaches `tavern up` only; it stops services in
+            # order), in `tavern up`'s session: one scheduling group (`yield_cpu`).
+            process_group=0,
             limit=LINE_LIMIT,
         )
         child.process, child.started_at = process, time.monotonic()

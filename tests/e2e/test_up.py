@@ -175,6 +175,7 @@ async def test_up_runs_everything_stops_cleanly_and_resumes_with_its_data(
             await _refuses_anonymous_logins(data_dir)
             first_credentials = (data_dir / "credentials.json").read_text()
             pids = _pids(data_dir)
+            _one_scheduling_group(up.pid, pids)
             assert await _stop(up) == 0
         await _all_gone(pids)
         assert not (data_dir / "run" / "servers.json").exists()
@@ -196,6 +197,29 @@ async def test_up_runs_everything_stops_cleanly_and_resumes_with_its_data(
     except BaseException:
         sys.stderr.write(_text(log)[-6000:])
         raise
+
+
+def _one_scheduling_group(up_pid: int, pids: dict[str, int]) -> None:
+    """Each process `tavern up` starts is in its session (one scheduling group, where the
+    background services' niceness counts), in a process group of its own (signals)."""
+    session = os.getsid(up_pid)
+    group = Path(f"/proc/{up_pid}/autogroup")
+    for name, pid in pids.items():
+        if name == "postgres":  # pg_ctl starts the postmaster in a session of its own
+            continue
+        assert (os.getsid(pid), os.getpgid(pid)) == (session, pid), name
+        if group.exists():
+            assert Path(f"/proc/{pid}/autogroup").read_text() == group.read_text(), name
+    base = os.getpriority(os.PRIO_PROCESS, up_pid)
+    nice = {name: os.getpriority(os.PRIO_PROCESS, pids[name]) for name in OWNED}
+    background = max(base, 10)
+    assert nice == {
+        "loop": base,
+        "ledger": base,
+        "gateway": base,
+        "consolidator": background,
+        "projector": background,
+    }
 
 
 async def _all_gone(pids: dict[str, int]) -> None:

@@ -229,7 +229,7 @@ class Stack:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
-                start_new_session=True,
+                process_group=0,  # in this session, as `tavern up` starts them (`yield_cpu`)
             )
         service.starts += 1
         service.expected_exit = False

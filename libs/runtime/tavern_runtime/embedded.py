@@ -197,7 +197,9 @@ class EmbeddedNats:
             [nats_server_binary(), "-c", str(self.config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            # A process group of its own for signals, in the caller's session: the services
+            # and their server are one scheduling group (`tavern_runtime.service.yield_cpu`).
+            process_group=0,
             env=self.server_env(),
         )
         (self.data_dir / "pid").write_text(str(self.process.pid))
