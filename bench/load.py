@@ -75,27 +75,35 @@ def shape(n: int, sessions: int = SESSIONS) -> tuple[int, int]:
     return max(1, min(sessions, n // turns)), turns
 
 
+def kind(session: int, turn: int) -> int:
+    """Which of the four turns `line` sends: each session goes round them, starting at its own
+    place (as a fleet's conversations are not in step), so that at any moment about a quarter
+    of the sessions chat, write a memory, write a variable or search."""
+    return (session + turn) % 4
+
+
 def line(session: int, turn: int) -> str:
     """Chat, a memory write, a variable write, a memory search: the whole stack each turn."""
-    kind = turn % 4
-    if kind == 1:
+    kind_ = kind(session, turn)
+    if kind_ == 1:
         return f"remember that load session {session} saw number {turn}"
-    if kind == 2:
+    if kind_ == 2:
         return f'call variable_set with {{"scope": "chat", "name": "n{turn}", "value": {turn}}}'
-    if kind == 3:
+    if kind_ == 3:
         return "search memory for number"
     return f"Hello from load session {session}, turn {turn}. How are you?"
 
 
-def raw_events(turn: int) -> int:
-    """The session events the raw baseline appends for the load's `turn`: what the offline turn
-    of `line(_, turn)` appends, less what only some turns add (a recall message when memory is
-    found, `session/created`), so the baseline never sends more than the load."""
-    return CHAT_TURN_EVENTS if turn % 4 == 0 else TOOL_TURN_EVENTS
+def raw_events(session: int, turn: int) -> int:
+    """The session events the raw baseline appends for `session`'s `turn`: what the offline
+    turn of `line(session, turn)` appends, less what only some turns add (a recall message
+    when memory is found, `session/created`), so the baseline never sends more than the load."""
+    return CHAT_TURN_EVENTS if kind(session, turn) == 0 else TOOL_TURN_EVENTS
 
 
-def raw_events_per_turn(turns: int) -> float:
-    return sum(raw_events(t) for t in range(turns)) / turns
+def raw_events_per_turn(sessions: int, turns: int) -> float:
+    per_session = (sum(raw_events(s, t) for t in range(turns)) for s in range(sessions))
+    return sum(per_session) / (sessions * turns)
 
 
 @dataclass
@@ -162,8 +170,8 @@ class LoadReport:
             "drained after the load in "
             + (f"{self.drained_s:.1f} s" if self.drained_s is not None else "NEVER"),
             f"session log messages a turn: {self.session_messages_per_turn:.2f} stored by this "
-            f"load; {raw_events_per_turn(self.turns):.2f} appended by the raw baseline "
-            "(load_raw) for the same turns",
+            f"load; {raw_events_per_turn(self.sessions, self.turns):.2f} appended by the raw "
+            "baseline (load_raw) for the same turns",
             "",
             f"{'consumer':24} {'peak lag':>9} {'after':>6}",
         ]
@@ -344,7 +352,7 @@ async def load_raw(env: Env, n: int) -> Result:
             for turn in range(turns):
                 t0 = time.perf_counter()
                 await js.publish(f"rawload.input.s{index}", said, headers={"Nats-Msg-Id": new_id()})
-                for _ in range(raw_events(turn)):
+                for _ in range(raw_events(index, turn)):
                     await js.publish(f"rawload.session.s{index}.e", event)
                 latencies.append((time.perf_counter() - t0) * 1000)
             return latencies

@@ -40,4 +40,4 @@ async def test_concurrent_sessions_lose_nothing_and_recover_after_the_load(stack
     assert report.latency_after_ms <= report.latency_before_ms * RECOVERED_FACTOR + 50
     # the raw baseline (bench/load.py, load_raw) sends no more session events than the load
     # stores: a ratio against it never flatters the stack
-    assert raw_events_per_turn(TURNS) <= report.session_messages_per_turn
+    assert raw_events_per_turn(SESSIONS, TURNS) <= report.session_messages_per_turn
