@@ -75,7 +75,7 @@ def shape(n: int, sessions: int = SESSIONS) -> tuple[int, int]:
     return max(1, min(sessions, n // turns)), turns
 
 
-def kind(session: int, turn: int) -> int:
+def turn_kind(session: int, turn: int) -> int:
     """Which of the four turns `line` sends: each session goes round them, starting at its own
     place (as a fleet's conversations are not in step), so that at any moment about a quarter
     of the sessions chat, write a memory, write a variable or search."""
@@ -84,12 +84,12 @@ def kind(session: int, turn: int) -> int:
 
 def line(session: int, turn: int) -> str:
     """Chat, a memory write, a variable write, a memory search: the whole stack each turn."""
-    kind_ = kind(session, turn)
-    if kind_ == 1:
+    kind = turn_kind(session, turn)
+    if kind == 1:
         return f"remember that load session {session} saw number {turn}"
-    if kind_ == 2:
+    if kind == 2:
         return f'call variable_set with {{"scope": "chat", "name": "n{turn}", "value": {turn}}}'
-    if kind_ == 3:
+    if kind == 3:
         return "search memory for number"
     return f"Hello from load session {session}, turn {turn}. How are you?"
 
@@ -98,7 +98,7 @@ def raw_events(session: int, turn: int) -> int:
     """The session events the raw baseline appends for `session`'s `turn`: what the offline
     turn of `line(session, turn)` appends, less what only some turns add (a recall message
     when memory is found, `session/created`), so the baseline never sends more than the load."""
-    return CHAT_TURN_EVENTS if kind(session, turn) == 0 else TOOL_TURN_EVENTS
+    return CHAT_TURN_EVENTS if turn_kind(session, turn) == 0 else TOOL_TURN_EVENTS
 
 
 def raw_events_per_turn(sessions: int, turns: int) -> float:

@@ -112,8 +112,8 @@ def yield_cpu(niceness: int) -> None:
     (`/proc/sys/kernel/sched_autogroup_enabled`, on by default in most distributions) makes
     each session a group of its own, and groups share the CPU equally whatever their
     processes' niceness: so `tavern up` and the test stack start every service, and
-    nats-server, in their own session (a new process group each, for signals, never a new
-    session). Started each in a session of its own, the background services' niceness did
+    nats-server, in the supervisor's session (a new process group each, for signals, never a
+    new session). Started each in a session of its own, the background services' niceness did
     nothing, and a service woken by a reply waited for whichever group held the CPU. In a
     container, the container's cgroup is the group: give the turn path's services the larger
     CPU share there (`deploy/README.md`)."""

@@ -8,22 +8,22 @@ from collections import Counter
 from bench.load import (
     CHAT_TURN_EVENTS,
     TOOL_TURN_EVENTS,
-    kind,
     line,
     raw_events,
     raw_events_per_turn,
+    turn_kind,
 )
 
 
 def test_each_session_says_each_kind_once_in_four_turns() -> None:
     for session in range(7):
-        assert sorted(kind(session, turn) for turn in range(4)) == [0, 1, 2, 3]
+        assert sorted(turn_kind(session, turn) for turn in range(4)) == [0, 1, 2, 3]
         assert len({line(session, turn) for turn in range(4)}) == 4
 
 
 def test_at_any_turn_the_sessions_are_spread_over_the_kinds() -> None:
     for turn in range(5):
-        spread = Counter(kind(session, turn) for session in range(200))
+        spread = Counter(turn_kind(session, turn) for session in range(200))
         assert spread == {0: 50, 1: 50, 2: 50, 3: 50}
 
 
