@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 
 from bench.cluster import led
 from bench.registry import Env, Limits, Result, figure
@@ -70,10 +71,23 @@ BENCH_CREDENTIALS = Credentials(secrets.token_bytes(32))
 """The turns are the operator's, signed and checked as the loop checks every input."""
 
 
+SEND_ATTEMPTS = 3
+
+
 async def _send(js: Any, message: MessageInput) -> None:
+    """Publish an input as a client does: when its ack does not come in time (on a fresh
+    cluster, a stream leader being elected), send it again with the same id, which the stream
+    keeps once. Each retry is printed beside the figure."""
     subject = subjects.session_input(message.session_id, "message")
     headers = BENCH_CREDENTIALS.headers(principals.OPERATOR, **{"Nats-Msg-Id": message.input_id})
-    await js.publish(subject, encode(message), headers=headers)
+    for attempt in range(1, SEND_ATTEMPTS + 1):
+        try:
+            await js.publish(subject, encode(message), headers=headers)
+            return
+        except nats.errors.TimeoutError:
+            if attempt == SEND_ATTEMPTS:
+                raise
+            print(f"    input {message.input_id}: no ack, sent again ({attempt})", flush=True)
 
 
 @figure(

@@ -82,11 +82,18 @@ def nats_server(server: Server) -> Iterator[str]:
     else:
         embedded = EmbeddedNats(root / "nats", sync_always=server == "fsync")
     embedded.start()
+    failed = False
     try:
         yield embedded.url
+    except BaseException:
+        failed = True
+        raise
     finally:
         embedded.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if failed:  # the servers' logs and stores say what went wrong: keep them
+            print(f"  kept the nats-server files of the failed figure in {root}", flush=True)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.contextmanager

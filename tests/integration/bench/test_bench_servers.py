@@ -1,0 +1,56 @@
+"""The bench's own servers: a failed figure keeps them for a look, an input whose ack does not
+come is sent again and stored once."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import nats
+import pytest
+
+from bench.loop_figures import SEND_ATTEMPTS, _message, _send
+from bench.run import nats_server
+from tavern_events import subjects
+from tavern_runtime.provision import provision
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_failed_figure_keeps_the_servers_files(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(RuntimeError, match="the figure failed"), nats_server("fsync"):
+        raise RuntimeError("the figure failed")
+    found = re.search(
+        r"kept the nats-server files of the failed figure in (\S+)", capsys.readouterr().out
+    )
+    assert found is not None
+    kept = Path(found.group(1))
+    try:
+        assert (kept / "nats" / "nats-server.log").read_text().strip()
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_a_figure_that_passes_leaves_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    with nats_server("fsync") as url:
+        assert url.startswith("nats://")
+    assert "kept" not in capsys.readouterr().out
+
+
+async def test_an_input_sent_again_is_stored_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with nats_server("fsync") as url:
+        nc = await nats.connect(url)
+        try:
+            await provision(nc.jetstream())
+            message = _message("bench-resend", "hello")
+            hasty = nc.jetstream(timeout=1e-6)  # every ack comes too late: each send times out
+            with pytest.raises(nats.errors.TimeoutError):
+                await _send(hasty, message)
+            info = await nc.jetstream().stream_info(
+                "INPUTS", subjects_filter=subjects.input_filter("bench-resend")
+            )
+        finally:
+            await nc.close()
+    assert capsys.readouterr().out.count("sent again") == SEND_ATTEMPTS - 1
+    assert info.state.messages == 1
