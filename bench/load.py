@@ -82,6 +82,10 @@ def turn_kind(session: int, turn: int) -> int:
     return (session + turn) % 4
 
 
+KINDS = ("chat", "memory write", "variable write", "memory search")
+"""The load's turns by `turn_kind`."""
+
+
 def line(session: int, turn: int) -> str:
     """Chat, a memory write, a variable write, a memory search: the whole stack each turn."""
     kind = turn_kind(session, turn)
@@ -143,6 +147,8 @@ class LoadReport:
     problems: list[str]
     cost: CostSheet
     """What one turn cost each process, stream and the database (bench/costsheet.py)."""
+    by_kind: dict[str, list[float]] = field(default_factory=dict)
+    """The latencies of each kind of turn (`KINDS`): which of them make the tail."""
 
     @property
     def turns_per_s(self) -> float:
@@ -154,8 +160,24 @@ class LoadReport:
         return self.cost.streams.get(SESSIONS_STREAM, (0.0, 0.0))[0]
 
     def percentile(self, p: float) -> float:
-        ordered = sorted(self.latencies_ms) or [0.0]
-        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+        return percentile(self.latencies_ms, p)
+
+    def kinds_json(self) -> dict[str, dict[str, float]]:
+        return {
+            kind: {"p50": round(percentile(found, 50), 1), "p99": round(percentile(found, 99), 1)}
+            for kind, found in self.by_kind.items()
+            if found
+        }
+
+    def kind_lines(self) -> list[str]:
+        return [
+            "turn latency by kind: "
+            + "; ".join(
+                f"{kind} p50 {percentile(found, 50):.0f} ms, p99 {percentile(found, 99):.0f} ms"
+                for kind, found in self.by_kind.items()
+                if found
+            )
+        ]
 
     def lines(self) -> list[str]:
         out = [
@@ -164,6 +186,7 @@ class LoadReport:
             f"turn latency p50 {self.percentile(50):.0f} ms, p99 {self.percentile(99):.0f} ms; "
             f"idle probe p50 before {self.latency_before_ms:.0f} ms, after "
             f"{self.latency_after_ms:.0f} ms",
+            *self.kind_lines(),
             f"lost {len(self.lost)}, doubled {len(self.doubled)}, malformed {len(self.problems)}",
             "tool results: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.tools.items())) or "none"),
@@ -189,6 +212,11 @@ class LoadReport:
                 f"{name:14} {peak:>8.0f} {after:>9.0f} {cpu:>7.1f} {cpu * 1000 / turns:>12.1f}"
             )
         return [*out, "", *self.cost.lines()]
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    ordered = sorted(values) or [0.0]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def tool_outcomes(events: Iterable[SessionEvent]) -> dict[str, int]:
@@ -224,12 +252,15 @@ async def _probe(driver: Driver, count: int = 5) -> float:
     return statistics.median(latencies) if latencies else float("nan")
 
 
-async def _converse(driver: Driver, session_id: str, index: int, turns: int) -> list[float]:
+async def _converse(
+    driver: Driver, session_id: str, index: int, turns: int
+) -> list[tuple[int, float]]:
+    """(turn kind, latency in ms) of each turn that ended."""
     found = []
     for turn in range(turns):
         sent = await driver.say(session_id, line(index, turn))
         if await driver.wait(sent, TURN_TIMEOUT_S) and sent.latency_s is not None:
-            found.append(sent.latency_s * 1000)
+            found.append((turn_kind(index, turn), sent.latency_s * 1000))
     return found
 
 
@@ -278,7 +309,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
         sessions,
         turns,
         seconds,
-        [ms for per in found for ms in per],
+        [ms for per in found for _, ms in per],
         outcomes,
         samples,
         drained,
@@ -294,6 +325,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
         sheet(counted, ended, done, samples.timeline, consumer_services()).with_catch_up(
             ended, caught_up
         ),
+        {name: [ms for per in found for k, ms in per if k == n] for n, name in enumerate(KINDS)},
     )
 
 
@@ -325,7 +357,7 @@ async def load(env: Env, n: int) -> Result:
         len(report.latencies_ms),
         report.seconds,
         tuple(report.latencies_ms),
-        {"cost_sheet": report.cost.as_json()},
+        {"cost_sheet": report.cost.as_json(), "latency_by_kind_ms": report.kinds_json()},
     )
 
 
