@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tavern_loop.options import LoopOptions, ProfileOptions, ProjectionOptions
+from tavern_loop.slots import DEFAULT_TURN_SLOTS
 from tavern_loop.streaming import CHUNK_INTERVAL_S
 from tavern_runtime.settings import TavernSettings
 
@@ -44,6 +45,13 @@ class LoopSettings(TavernSettings):
         ge=0,
         description="least seconds between two stored assistant/chunk events of one reply "
         "(live updates a reader sees while a model streams; each is a stored, fsynced message)",
+    )
+    loop_turn_slots: int = Field(
+        default=DEFAULT_TURN_SLOTS,
+        ge=0,
+        description="turns of one loop replica that advance their logs at once, the oldest "
+        "first; the others wait their turn, so under a fleet every turn waits about as long "
+        "(a turn waiting on its model holds no slot); 0: no limit",
     )
     loop_followups_per_turn: int = Field(
         default=1,
@@ -87,6 +95,7 @@ def loop_options(settings: LoopSettings) -> LoopOptions:
         profiles=profiles,
         log_cache_events=settings.loop_log_cache_events,
         chunk_interval_s=settings.loop_chunk_interval_s,
+        turn_slots=settings.loop_turn_slots,
         followups_per_turn=settings.loop_followups_per_turn,
         approvals_quiet_s=settings.loop_approvals_quiet_s,
     )

@@ -33,6 +33,7 @@ from tavern_loop.logcache import LogCache
 from tavern_loop.options import LoopOptions
 from tavern_loop.recall import RecallClient
 from tavern_loop.runner import SessionRunner
+from tavern_loop.slots import TurnSlots
 from tavern_loop.tools.base import Tool, ToolRegistry
 from tavern_loop.tools.bounds import SpillPolicy
 from tavern_loop.tools.builtin import builtin_tools
@@ -164,6 +165,7 @@ class LoopEngine:
             store,
             logs=LogCache(options.log_cache_events),
             credentials=self._credentials,
+            slots=TurnSlots(options.turn_slots),
         )
 
     def _pipeline(self) -> ToolPipeline:

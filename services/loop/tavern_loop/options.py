@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tavern_loop.domain.guard import GuardConfig
 from tavern_loop.domain.pruner import PrunerConfig
+from tavern_loop.slots import DEFAULT_TURN_SLOTS
 from tavern_loop.streaming import CHUNK_INTERVAL_S
 
 
@@ -128,6 +129,9 @@ class LoopOptions:
     lease_ttl_s: float = 10.0
     idle_hold_s: float = 2.0
     """How long a runner keeps an idle session's lease waiting for its next input."""
+    turn_slots: int = DEFAULT_TURN_SLOTS
+    """Turns of this replica that advance their logs at once, oldest first; the others wait
+    their turn (`tavern_loop.slots`). A turn waiting on its model holds none. 0: no limit."""
     log_cache_events: int = 50_000
     """Events of logs let go that a replica keeps, so that a session's next runner reads only
     what was stored since (0: every runner reads its session's whole log)."""

@@ -192,14 +192,16 @@ class SessionRunner:
         with tracing.span("loop.claim", attributes=lambda: {"tavern.inputs": len(claim)}):
             foreign = await self._foreign_character(held, claim)
             creation = self._ensure_created(held, claim, foreign)
-        self.cancel = asyncio.Event()
+        self.cancel = asyncio.Event()  # before waiting for a slot: a cancel meanwhile counts
         turn = TurnRunner(held, self._deps, self.cancel, creation, self._arrivals)
         turn.followups = self._followups(claim)
-        self._turn = turn
-        try:
-            await turn.run(claim)
-        finally:
-            self._turn = None
+        async with self._deps.slots.slot(asyncio.get_running_loop().time()) as slot:
+            turn.slot = slot
+            self._turn = turn
+            try:
+                await turn.run(claim)
+            finally:
+                self._turn = None
 
     async def _read_log(self) -> list[SessionEvent]:
         """The session's log: the one its last runner here let go, with what was stored

@@ -86,6 +86,7 @@ from tavern_loop.profiles import ProfileUnavailable, RequestPlan, profile_for
 from tavern_loop.profiles.assets import Assets
 from tavern_loop.recall import RecallClient
 from tavern_loop.sessionlog import HeldLog
+from tavern_loop.slots import Slot, TurnSlots
 from tavern_loop.streaming import chunk_writer, stream_reply
 from tavern_loop.tools.base import ToolContext
 from tavern_loop.tools.execution import ToolCallRequest
@@ -152,6 +153,8 @@ class LoopDeps:
     without it every input is refused as unauthenticated."""
     quiet: QuietSessions = field(default_factory=QuietSessions)
     """Sessions the consolidator lately said no style promotion awaits (not asked meanwhile)."""
+    slots: TurnSlots = field(default_factory=lambda: TurnSlots(0))
+    """The replica's turn slots, shared by its runners (`tavern_loop.slots`)."""
 
 
 class TurnCancelled(Exception):
@@ -237,6 +240,8 @@ class TurnRunner:
         self.followups: frozenset[str] = frozenset()
         """Messages that were waiting when this turn claimed: each waits for a turn of its
         own (they are not claimed mid-turn, nor is anything after them)."""
+        self.slot: Slot | None = None
+        """The turn slot the runner holds for it, let go while the model answers."""
 
     async def rpc(self, subject: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """A request made in this session: signed as the loop acting for the session's owner,
@@ -810,9 +815,11 @@ class TurnRunner:
         def attributes() -> dict[str, str]:  # made only when tracing is on
             return {"tavern.provider": target.provider, "tavern.model": target.model}
 
+        waiting = self.slot.let_go() if self.slot is not None else contextlib.nullcontext()
         with tracing.span("loop.model_request", kind="client", attributes=attributes):
             stream = router.stream("chat", request)
-            outcome = await stream_reply(stream, self.cancel, writer, failed)
+            async with waiting:  # a turn waiting on its model holds back no other
+                outcome = await stream_reply(stream, self.cancel, writer, failed)
         if outcome.error is not None:  # the stream broke after output: what came is kept
             await self._partial(outcome.text, outcome.reasoning, "error")
             raise outcome.error
