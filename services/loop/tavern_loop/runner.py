@@ -189,13 +189,15 @@ class SessionRunner:
             self.progress.set()
 
     async def _run_turn(self, held: HeldLog, claim: list[PendingInput]) -> None:
-        with tracing.span("loop.claim", attributes=lambda: {"tavern.inputs": len(claim)}):
-            foreign = await self._foreign_character(held, claim)
-            creation = self._ensure_created(held, claim, foreign)
         self.cancel = asyncio.Event()  # before waiting for a slot: a cancel meanwhile counts
-        turn = TurnRunner(held, self._deps, self.cancel, creation, self._arrivals)
-        turn.followups = self._followups(claim)
         async with self._deps.slots.slot(asyncio.get_running_loop().time()) as slot:
+            if self._deps.stopping.is_set():
+                return  # the replica stops: nothing staged, the inputs wait unclaimed
+            with tracing.span("loop.claim", attributes=lambda: {"tavern.inputs": len(claim)}):
+                foreign = await self._foreign_character(held, claim)
+                creation = self._ensure_created(held, claim, foreign)
+            turn = TurnRunner(held, self._deps, self.cancel, creation, self._arrivals)
+            turn.followups = self._followups(claim)
             turn.slot = slot
             self._turn = turn
             try:
