@@ -51,7 +51,8 @@ class LoopSettings(TavernSettings):
         ge=0,
         description="turns of one loop replica that advance their logs at once, the oldest "
         "first; the others wait their turn, so under a fleet every turn waits about as long "
-        "(a turn waiting on its model holds no slot); 0: no limit",
+        "(a turn waiting on its model holds no slot); 0: no limit (the default: it helps "
+        "models that answer at once, and made the tail worse with one that streams)",
     )
     loop_followups_per_turn: int = Field(
         default=1,

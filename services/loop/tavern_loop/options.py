@@ -131,7 +131,8 @@ class LoopOptions:
     """How long a runner keeps an idle session's lease waiting for its next input."""
     turn_slots: int = DEFAULT_TURN_SLOTS
     """Turns of this replica that advance their logs at once, oldest first; the others wait
-    their turn (`tavern_loop.slots`). A turn waiting on its model holds none. 0: no limit."""
+    their turn (`tavern_loop.slots`). A turn waiting on its model holds none. 0: no limit
+    (the default)."""
     log_cache_events: int = 50_000
     """Events of logs let go that a replica keeps, so that a session's next runner reads only
     what was stored since (0: every runner reads its session's whole log)."""

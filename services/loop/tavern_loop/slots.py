@@ -11,6 +11,10 @@ then runs quickly: the mean stays what the machine allows (200 sessions over the
 it does), the tail comes in towards it (every kind of turn p50 1.7-2.3 s, all p99 2.8 s, at
 the same 90 turns a second). Too few slots starve the machine: 12 did 67 turns a second.
 
+It is off by default (0): with a model that streams (30 words a second), 64 slots made the
+tail worse, not better (p99 3.2 → 3.9 s, turns/s 5% fewer, two interleaved rounds of 200 x 20), so
+it is for models that answer at once (a local model, the offline stand-in), where it helps.
+
 A slot is held while the turn does its own work (appends, recall, its bookkeeping) and let go
 while it waits on the outside, the model's reply or a tool: a slow model or tool then does not
 hold back other sessions. Taking a slot back, a turn comes before every turn that began after
@@ -27,7 +31,7 @@ import heapq
 import itertools
 from collections.abc import AsyncIterator
 
-DEFAULT_TURN_SLOTS = 64
+DEFAULT_TURN_SLOTS = 0
 
 
 class TurnSlots:

@@ -124,9 +124,9 @@ async def test_no_limit_never_waits() -> None:
 
 def test_the_limit_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TAVERN_LOOP_TURN_SLOTS", raising=False)
-    assert loop_options(LoopSettings()).turn_slots == DEFAULT_TURN_SLOTS
-    monkeypatch.setenv("TAVERN_LOOP_TURN_SLOTS", "0")
-    assert loop_options(LoopSettings()).turn_slots == 0
+    assert loop_options(LoopSettings()).turn_slots == DEFAULT_TURN_SLOTS == 0  # off
+    monkeypatch.setenv("TAVERN_LOOP_TURN_SLOTS", "64")
+    assert loop_options(LoopSettings()).turn_slots == 64
     monkeypatch.setenv("TAVERN_LOOP_TURN_SLOTS", "-1")
     with pytest.raises(ValueError, match="loop_turn_slots"):
         LoopSettings()
