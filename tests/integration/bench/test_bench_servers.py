@@ -10,9 +10,11 @@ from pathlib import Path
 import nats
 import pytest
 
-from bench.loop_figures import SEND_ATTEMPTS, _message, _send
+from bench.loop_figures import BENCH_CREDENTIALS, SEND_ATTEMPTS, _message, _send
 from bench.run import nats_server
 from tavern_events import subjects
+from tavern_events.union import encode
+from tavern_runtime import principals
 from tavern_runtime.provision import provision
 
 pytestmark = pytest.mark.integration
@@ -47,6 +49,16 @@ async def test_an_input_sent_again_is_stored_once(capsys: pytest.CaptureFixture[
             hasty = nc.jetstream(timeout=1e-6)  # every ack comes too late: each send times out
             with pytest.raises(nats.errors.TimeoutError):
                 await _send(hasty, message)
+            # Once more with time to answer: stored after the three (the stream takes them in
+            # order), so its ack says whether they were kept, and the count below is settled.
+            again = await nc.jetstream().publish(
+                subjects.session_input("bench-resend", "message"),
+                encode(message),
+                headers=BENCH_CREDENTIALS.headers(
+                    principals.OPERATOR, **{"Nats-Msg-Id": message.input_id}
+                ),
+            )
+            assert again.duplicate, "the stream kept none of the three sends"
             info = await nc.jetstream().stream_info(
                 "INPUTS", subjects_filter=subjects.input_filter("bench-resend")
             )
