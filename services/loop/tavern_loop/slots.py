@@ -12,13 +12,13 @@ it does), the tail comes in towards it (every kind of turn p50 1.7-2.3 s, all p9
 the same 90 turns a second). Too few slots starve the machine: 12 did 67 turns a second.
 
 It is off by default (0): with a model that streams (30 words a second), 64 slots made the
-tail worse, not better (p99 3.2 → 3.9 s, turns/s 5% fewer, two interleaved rounds of 200 x 20), so
-it is for models that answer at once (a local model, the offline stand-in), where it helps.
+tail worse, not better (p99 3.2 → 3.9 s, turns/s 5% fewer, two interleaved rounds of
+200 x 20), so it is for models that answer at once (a local model, the offline stand-in).
 
-A slot is held while the turn does its own work (appends, recall, its bookkeeping) and let go
-while it waits on the outside, the model's reply or a tool: a slow model or tool then does not
-hold back other sessions. Taking a slot back, a turn comes before every turn that began after
-it, so a turn once started is not overtaken by newer ones.
+A slot is held while the turn does its own work (appends, recall, its tools, its bookkeeping)
+and let go while it waits on the model's reply: a slow model then does not hold back other
+sessions (a long tool call does hold its slot). Taking a slot back, a turn comes before every
+turn that began after it, so a turn once started is not overtaken by newer ones.
 
 Pure asyncio; no IO. A limit of 0 means no limit.
 """
