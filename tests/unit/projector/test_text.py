@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 from tavern_projector.domain import text
 
 
@@ -40,3 +43,24 @@ def test_excerpt_starts_before_the_first_hit_and_marks_cuts() -> None:
 
 def test_rough_tokens() -> None:
     assert [text.rough_tokens(s) for s in ("", "abcd", "abcde")] == [1, 1, 2]
+
+
+def _segments_by_character(folded: str) -> list[tuple[bool, str]]:
+    """The plain definition: runs of letters and digits, cut where CJK-ness changes."""
+    found: list[tuple[bool, str]] = []
+    for run in re.findall(r"[^\W_]+", folded):
+        start = 0
+        for index in range(1, len(run) + 1):
+            if index == len(run) or text.is_cjk(run[index]) != text.is_cjk(run[start]):
+                found.append((text.is_cjk(run[start]), run[start:index]))
+                start = index
+    return found
+
+
+def test_segments_are_the_runs_cut_where_the_script_changes() -> None:
+    pieces = ["灯塔", "Mira", "ｶﾀ", "한국", "12", " ", "_", "—", "。", "𠀀𠀁", "ㄱ", "Ä", "x_y"]
+    rng = random.Random(7)
+    for _ in range(2000):
+        said = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert text.segments(said) == _segments_by_character(text.normalise(said)), said
+    assert text.segments("Mira说灯塔12") == [(False, "mira"), (True, "说灯塔"), (False, "12")]
