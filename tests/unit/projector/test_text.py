@@ -45,20 +45,27 @@ def test_rough_tokens() -> None:
     assert [text.rough_tokens(s) for s in ("", "abcd", "abcde")] == [1, 1, 2]
 
 
+def _cjk(char: str) -> bool:
+    return any(low <= ord(char) <= high for low, high in text.CJK_RANGES)
+
+
 def _segments_by_character(folded: str) -> list[tuple[bool, str]]:
-    """The plain definition: runs of letters and digits, cut where CJK-ness changes."""
+    """The plain definition, by code point: runs of letters and digits, cut where CJK-ness
+    changes."""
     found: list[tuple[bool, str]] = []
     for run in re.findall(r"[^\W_]+", folded):
         start = 0
         for index in range(1, len(run) + 1):
-            if index == len(run) or text.is_cjk(run[index]) != text.is_cjk(run[start]):
-                found.append((text.is_cjk(run[start]), run[start:index]))
+            if index == len(run) or _cjk(run[index]) != _cjk(run[start]):
+                found.append((_cjk(run[start]), run[start:index]))
                 start = index
     return found
 
 
 def test_segments_are_the_runs_cut_where_the_script_changes() -> None:
     pieces = ["灯塔", "Mira", "ｶﾀ", "한국", "12", " ", "_", "—", "。", "𠀀𠀁", "ㄱ", "Ä", "x_y"]
+    edges = [(low - 1, low, high, high + 1) for low, high in text.CJK_RANGES]
+    pieces += [chr(code) for codes in edges for code in codes]  # each range's ends, either side
     rng = random.Random(7)
     for _ in range(2000):
         said = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))

@@ -14,7 +14,7 @@ import unicodedata
 from tavern_runtime import tokens
 
 _RUN = re.compile(r"[^\W_]+")
-_CJK_RANGES = (
+CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
     (0x3040, 0x30FF),  # Hiragana, Katakana
     (0x3130, 0x318F),  # Hangul compatibility Jamo
@@ -28,13 +28,9 @@ _CJK_RANGES = (
 )
 
 
-_CJK_CLASS = "".join(f"{chr(low)}-{chr(high)}" for low, high in _CJK_RANGES)
+_CJK_CLASS = "".join(f"{chr(low)}-{chr(high)}" for low, high in CJK_RANGES)
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _SCRIPT_RUN = re.compile(f"[{_CJK_CLASS}]+|[^{_CJK_CLASS}]+")
-
-
-def is_cjk(char: str) -> bool:
-    return _CJK_RUN.match(char) is not None
 
 
 def normalise(text: str) -> str:
