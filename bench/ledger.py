@@ -39,6 +39,7 @@ from tavern_events.message import UserMessage, UserMessagePayload
 from tavern_events.union import encode, subject_for
 from tavern_ledger import app as ledger_app
 from tavern_ledger.config import LedgerSettings
+from tavern_ledger.domain.claims import CLAIMS_VERSION, claim_domain
 from tavern_ledger.domain.extract import ExtractConfig
 from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session_source_ref
 from tavern_ledger.domain.ingestion import BatchPlanner, Incoming
@@ -108,7 +109,7 @@ def _row(i: int, text: str) -> EvidenceRow:
         session_id=session,
         source_class="user_input",
         authority="user_explicit",
-        claim_domain="user_fact",
+        claim_domain=claim_domain(text),
         content=text,
         content_hash=digest,
         observed_at=T0 + timedelta(seconds=i),
@@ -168,8 +169,13 @@ async def _seed(pool: Any, have: int) -> None:
             rows = [_row(i, texts[i]) for i in range(start, min(start + 2000, CORPUS_ROWS))]
             async with conn.transaction():
                 await evidence_store.insert(conn, rows)
-        # the rows were indexed by this tokeniser: no rebuild when the ledger starts
-        await conn.execute("UPDATE ledger.lexicon SET terms_version = $1", TERMS_VERSION)
+        # the rows were indexed by this tokeniser and filed by these rules, as the ledger would
+        # have done: no rebuild when it starts (one would run beside the measured recalls)
+        await conn.execute(
+            "UPDATE ledger.lexicon SET terms_version = $1, claims_version = $2",
+            TERMS_VERSION,
+            CLAIMS_VERSION,
+        )
         await conn.execute("VACUUM ANALYZE ledger.evidence")
         await conn.execute("VACUUM ANALYZE ledger.evidence_term")
 
