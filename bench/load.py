@@ -39,7 +39,7 @@ from bench.registry import Env, Result, baseline, figure
 from tavern_events.envelope import SessionEvent
 from tavern_events.ids import new_id
 from tavern_events.streams import SESSIONS as SESSIONS_STREAM_SPEC
-from tavern_events.tool import ToolResult
+from tavern_events.tool import ToolCall, ToolResult
 from tavern_runtime.settings import TavernSettings
 from tests.reliability.driver import Driver
 from tests.reliability.scenario import quiesce, verify
@@ -149,6 +149,10 @@ class LoadReport:
     """What one turn cost each process, stream and the database (bench/costsheet.py)."""
     by_kind: dict[str, list[float]] = field(default_factory=dict)
     """The latencies of each kind of turn (`KINDS`): which of them make the tail."""
+    tool_calls: list[ToolTimes] = field(default_factory=list)
+    """Each tool call's time from its `tool/call` to its `tool/result`, and what the tool
+    itself took: the rest is its turn's earlier appends and the call's own, made durable
+    before the tool runs."""
 
     @property
     def turns_per_s(self) -> float:
@@ -179,6 +183,31 @@ class LoadReport:
             )
         ]
 
+    def tool_lines(self) -> list[str]:
+        if not self.tool_calls:
+            return []
+        between = [t.between_ms for t in self.tool_calls]
+        ran = [float(t.ran_ms) for t in self.tool_calls if t.ran_ms is not None]
+        return [
+            f"tool calls: tool/call -> tool/result p50 {percentile(between, 50):.0f} ms, "
+            f"p99 {percentile(between, 99):.0f} ms; the tool itself ran p50 "
+            f"{percentile(ran, 50):.0f} ms, p99 {percentile(ran, 99):.0f} ms (the rest: the "
+            "call made durable, behind its turn's earlier appends, before it runs)"
+        ]
+
+    def tool_json(self) -> dict[str, float]:
+        if not self.tool_calls:
+            return {}
+        between = [t.between_ms for t in self.tool_calls]
+        ran = [float(t.ran_ms) for t in self.tool_calls if t.ran_ms is not None]
+        return {
+            "calls": len(self.tool_calls),
+            "between_p50": round(percentile(between, 50), 1),
+            "between_p99": round(percentile(between, 99), 1),
+            "ran_p50": round(percentile(ran, 50), 1),
+            "ran_p99": round(percentile(ran, 99), 1),
+        }
+
     def lines(self) -> list[str]:
         out = [
             f"{self.sessions} sessions x {self.turns} turns: {len(self.latencies_ms)} turns in "
@@ -187,6 +216,7 @@ class LoadReport:
             f"idle probe p50 before {self.latency_before_ms:.0f} ms, after "
             f"{self.latency_after_ms:.0f} ms",
             *self.kind_lines(),
+            *self.tool_lines(),
             f"lost {len(self.lost)}, doubled {len(self.doubled)}, malformed {len(self.problems)}",
             "tool results: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.tools.items())) or "none"),
@@ -217,6 +247,29 @@ class LoadReport:
 def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values) or [0.0]
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+@dataclass(frozen=True)
+class ToolTimes:
+    between_ms: float
+    """From the call's `tool/call` to its `tool/result` (the events' own times)."""
+    ran_ms: int | None
+    """What the tool took, as its result says (pre-execute checks and the body)."""
+
+
+def tool_times(log: Iterable[SessionEvent]) -> list[ToolTimes]:
+    """The tool calls of one session's log that have a result, in the order they ended."""
+    called: dict[str, SessionEvent] = {}
+    found = []
+    for event in log:
+        if isinstance(event, ToolCall):
+            called[event.payload.call_id] = event
+        elif isinstance(event, ToolResult):
+            call = called.pop(event.payload.call_id, None)
+            if call is not None:
+                between = (event.ts - call.ts).total_seconds() * 1000
+                found.append(ToolTimes(between, event.payload.duration_ms))
+    return found
 
 
 def tool_outcomes(events: Iterable[SessionEvent]) -> dict[str, int]:
@@ -326,6 +379,7 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
             ended, caught_up
         ),
         {name: [ms for per in found for k, ms in per if k == n] for n, name in enumerate(KINDS)},
+        [times for check in verdict.checks for times in tool_times(check.log)],
     )
 
 
@@ -357,7 +411,11 @@ async def load(env: Env, n: int) -> Result:
         len(report.latencies_ms),
         report.seconds,
         tuple(report.latencies_ms),
-        {"cost_sheet": report.cost.as_json(), "latency_by_kind_ms": report.kinds_json()},
+        {
+            "cost_sheet": report.cost.as_json(),
+            "latency_by_kind_ms": report.kinds_json(),
+            "tool_calls_ms": report.tool_json(),
+        },
     )
 
 

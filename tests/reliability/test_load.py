@@ -41,3 +41,5 @@ async def test_concurrent_sessions_lose_nothing_and_recover_after_the_load(stack
     # the raw baseline (bench/load.py, load_raw) sends no more session events than the load
     # stores: a ratio against it never flatters the stack
     assert raw_events_per_turn(SESSIONS, TURNS) <= report.session_messages_per_turn
+    # three turns in four call a tool: each result is timed from its call
+    assert len(report.tool_calls) == sum(report.tools.values()) > 0

@@ -1,18 +1,24 @@
 """The load's turns: every session goes round the four kinds, and the sessions are not in step
-(a quarter of them on each kind at any turn), while the raw baseline follows the same mix."""
+(a quarter of them on each kind at any turn), while the raw baseline follows the same mix; and
+how the load times its tool calls."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 from bench.load import (
     CHAT_TURN_EVENTS,
     TOOL_TURN_EVENTS,
+    ToolTimes,
     line,
     raw_events,
     raw_events_per_turn,
+    tool_times,
     turn_kind,
 )
+from tavern_events.ids import new_id
+from tavern_events.tool import ToolCall, ToolCallPayload, ToolResult, ToolResultPayload
 
 
 def test_each_session_says_each_kind_once_in_four_turns() -> None:
@@ -37,3 +43,32 @@ def test_the_raw_baseline_appends_what_the_same_turn_of_the_load_appends() -> No
     expected = (CHAT_TURN_EVENTS + 3 * TOOL_TURN_EVENTS) / 4
     assert raw_events_per_turn(200, 20) == expected
     assert raw_events_per_turn(3, 20) == expected  # 20 turns: every session says each kind 5x
+
+
+def _at(ms: int) -> datetime:
+    return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+
+
+def _call(call_id: str, ms: int, seq: int) -> ToolCall:
+    payload = ToolCallPayload(call_id=call_id, name="memory_write")
+    return ToolCall(id=new_id(), session_id="s-1", seq=seq, ts=_at(ms), payload=payload)
+
+
+def _result(call_id: str, ms: int, seq: int, ran_ms: int | None) -> ToolResult:
+    payload = ToolResultPayload(
+        call_id=call_id, name="memory_write", ok=True, content="ok", duration_ms=ran_ms
+    )
+    return ToolResult(id=new_id(), session_id="s-1", seq=seq, ts=_at(ms), payload=payload)
+
+
+def test_a_tool_call_is_timed_from_its_call_to_its_result_beside_what_the_tool_took() -> None:
+    log = [
+        _call("a", 1_000, 1),
+        _call("b", 1_050, 2),
+        _result("b", 1_300, 3, 40),
+        _result("a", 4_250, 4, 200),
+        _result("orphan", 5_000, 5, 10),  # its call is not in this log: not counted
+        _call("open", 6_000, 6),  # no result yet: not counted
+    ]
+    assert tool_times(log) == [ToolTimes(250.0, 40), ToolTimes(3_250.0, 200)]
+    assert tool_times([]) == []
