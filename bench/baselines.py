@@ -16,6 +16,7 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 from nats.js.errors import NoStreamResponseError
@@ -56,21 +57,41 @@ async def reachable(js: JetStreamContext, subject: str, timeout: float = 30.0) -
             await asyncio.sleep(0.1)
 
 
+CREATE_ATTEMPTS = 3
+"""A cluster that has just elected its meta leader may still be settling its routes: the reply
+to a stream's creation can be lost on a route closed as a duplicate (seen: the stream made,
+its leader elected, no reply within 30 s)."""
+
+
+async def created(
+    js: JetStreamContext, config: StreamConfig, attempts: int = CREATE_ATTEMPTS
+) -> None:
+    """Create the stream, asking again when no reply comes: the same config again is a no-op
+    once the stream exists."""
+    for attempt in range(1, attempts + 1):
+        try:
+            await js.add_stream(config)
+            return
+        except NatsTimeout:
+            if attempt == attempts:
+                raise
+            print(f"    no reply creating stream {config.name}: asking again", flush=True)
+
+
 @asynccontextmanager
 async def bench_stream(
     url: str, replicas: int = 1
 ) -> AsyncIterator[tuple[Client, JetStreamContext]]:
     nc = await nats.connect(url, name="bench")
     js = nc.jetstream(timeout=30)
-    await js.add_stream(
-        StreamConfig(
-            name="BENCH",
-            subjects=["bench.>"],
-            storage=StorageType.FILE,
-            duplicate_window=120,
-            num_replicas=replicas,
-        )
+    config = StreamConfig(
+        name="BENCH",
+        subjects=["bench.>"],
+        storage=StorageType.FILE,
+        duplicate_window=120,
+        num_replicas=replicas,
     )
+    await created(js, config)
     await led(js, "BENCH")
     await reachable(js, "bench.warm")
     try:
