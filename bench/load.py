@@ -183,31 +183,6 @@ class LoadReport:
             )
         ]
 
-    def tool_lines(self) -> list[str]:
-        if not self.tool_calls:
-            return []
-        between = [t.between_ms for t in self.tool_calls]
-        ran = [float(t.ran_ms) for t in self.tool_calls if t.ran_ms is not None]
-        return [
-            f"tool calls: tool/call -> tool/result p50 {percentile(between, 50):.0f} ms, "
-            f"p99 {percentile(between, 99):.0f} ms; the tool itself ran p50 "
-            f"{percentile(ran, 50):.0f} ms, p99 {percentile(ran, 99):.0f} ms (the rest: the "
-            "call made durable, behind its turn's earlier appends, before it runs)"
-        ]
-
-    def tool_json(self) -> dict[str, float]:
-        if not self.tool_calls:
-            return {}
-        between = [t.between_ms for t in self.tool_calls]
-        ran = [float(t.ran_ms) for t in self.tool_calls if t.ran_ms is not None]
-        return {
-            "calls": len(self.tool_calls),
-            "between_p50": round(percentile(between, 50), 1),
-            "between_p99": round(percentile(between, 99), 1),
-            "ran_p50": round(percentile(ran, 50), 1),
-            "ran_p99": round(percentile(ran, 99), 1),
-        }
-
     def lines(self) -> list[str]:
         out = [
             f"{self.sessions} sessions x {self.turns} turns: {len(self.latencies_ms)} turns in "
@@ -216,7 +191,7 @@ class LoadReport:
             f"idle probe p50 before {self.latency_before_ms:.0f} ms, after "
             f"{self.latency_after_ms:.0f} ms",
             *self.kind_lines(),
-            *self.tool_lines(),
+            *tool_lines(self.tool_calls),
             f"lost {len(self.lost)}, doubled {len(self.doubled)}, malformed {len(self.problems)}",
             "tool results: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.tools.items())) or "none"),
@@ -255,6 +230,33 @@ class ToolTimes:
     """From the call's `tool/call` to its `tool/result` (the events' own times)."""
     ran_ms: int | None
     """What the tool took, as its result says (pre-execute checks and the body)."""
+
+
+def tool_summary(calls: Sequence[ToolTimes]) -> dict[str, float]:
+    """Tool calls' times as medians and 99th percentiles in ms ({} without calls)."""
+    if not calls:
+        return {}
+    between = [t.between_ms for t in calls]
+    ran = [float(t.ran_ms) for t in calls if t.ran_ms is not None]
+    return {
+        "calls": len(calls),
+        "between_p50": round(percentile(between, 50), 1),
+        "between_p99": round(percentile(between, 99), 1),
+        "ran_p50": round(percentile(ran, 50), 1),
+        "ran_p99": round(percentile(ran, 99), 1),
+    }
+
+
+def tool_lines(calls: Sequence[ToolTimes]) -> list[str]:
+    found = tool_summary(calls)
+    if not found:
+        return []
+    return [
+        f"tool calls: tool/call -> tool/result p50 {found['between_p50']:.0f} ms, "
+        f"p99 {found['between_p99']:.0f} ms; the tool itself ran p50 "
+        f"{found['ran_p50']:.0f} ms, p99 {found['ran_p99']:.0f} ms (the rest: the "
+        "call made durable, behind its turn's earlier appends, before it runs)"
+    ]
 
 
 def tool_times(log: Iterable[SessionEvent]) -> list[ToolTimes]:
@@ -414,7 +416,7 @@ async def load(env: Env, n: int) -> Result:
         {
             "cost_sheet": report.cost.as_json(),
             "latency_by_kind_ms": report.kinds_json(),
-            "tool_calls_ms": report.tool_json(),
+            "tool_calls_ms": tool_summary(report.tool_calls),
         },
     )
 

@@ -14,6 +14,8 @@ from bench.load import (
     line,
     raw_events,
     raw_events_per_turn,
+    tool_lines,
+    tool_summary,
     tool_times,
     turn_kind,
 )
@@ -72,3 +74,18 @@ def test_a_tool_call_is_timed_from_its_call_to_its_result_beside_what_the_tool_t
     ]
     assert tool_times(log) == [ToolTimes(250.0, 40), ToolTimes(3_250.0, 200)]
     assert tool_times([]) == []
+
+
+def test_the_load_prints_its_tool_calls_as_it_keeps_them() -> None:
+    calls = [ToolTimes(250.0, 40), ToolTimes(3_250.0, None), ToolTimes(1_000.0, 200)]
+    assert tool_summary(calls) == {
+        "calls": 3,
+        "between_p50": 1_000.0,
+        "between_p99": 3_250.0,
+        "ran_p50": 40.0,  # of the two calls whose results say what the tool took
+        "ran_p99": 200.0,
+    }
+    (printed,) = tool_lines(calls)
+    assert "p50 1000 ms, p99 3250 ms; the tool itself ran p50 40 ms, p99 200 ms" in printed
+    assert tool_summary([]) == {}
+    assert tool_lines([]) == []
