@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, TypeVar
 
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -32,6 +33,13 @@ from tavern_runtime.logs import get_logger
 log = get_logger(__name__)
 
 Config = TypeVar("Config", StreamConfig, ConsumerConfig)
+Made = TypeVar("Made")
+
+CREATE_ATTEMPTS = 3
+"""A cluster that has just elected its meta leader may still be settling its routes: the reply
+to a creation can be lost on a route closed as a duplicate (seen: the stream made, its leader
+elected, no reply within the request's timeout). Creating with the same config again is a
+no-op once the resource exists, so a lost reply is asked again."""
 
 # field -> may provisioning rewrite it on a live resource? (The server may still refuse.)
 STREAM_FIELDS: Mapping[str, bool] = {
@@ -296,7 +304,7 @@ async def _stream(
     try:
         info = await js.stream_info(spec.name)
     except NotFoundError:
-        await js.add_stream(expected)
+        await answered(resource, lambda: js.add_stream(expected))
         return _created(report, resource)
     drifts = compare(resource, stream_fields(spec), expected, info.config)
     fixed = with_fixes(info.config, expected, drifts)
@@ -310,7 +318,7 @@ async def _consumer(
     try:
         info = await js.consumer_info(spec.stream, spec.name)
     except NotFoundError:
-        await js.add_consumer(spec.stream, expected)
+        await answered(resource, lambda: js.add_consumer(spec.stream, expected))
         return _created(report, resource)
     drifts = compare(resource, CONSUMER_FIELDS, expected, info.config)
     fixed = with_fixes(info.config, expected, drifts)
@@ -324,11 +332,23 @@ async def _bucket(
     try:
         info = await js.stream_info(spec.stream_name)
     except NotFoundError:
-        await js.create_key_value(spec.config(replicas))
+        await answered(resource, lambda: js.create_key_value(spec.config(replicas)))
         return _created(report, resource)
     drifts = compare(resource, BUCKET_FIELDS, expected, info.config)
     fixed = with_fixes(info.config, expected, drifts)
     await _settle(report, resource, drifts, apply, lambda: js.update_stream(fixed))
+
+
+async def answered(
+    resource: str, create: Callable[[], Awaitable[Made]], attempts: int = CREATE_ATTEMPTS
+) -> Made:
+    """`create()`, asked again when its reply is lost; the last timeout is raised."""
+    for attempt in range(1, attempts):
+        try:
+            return await create()
+        except NatsTimeout:
+            log.warning("resource_create_unanswered", resource=resource, attempt=attempt)
+    return await create()
 
 
 def _created(report: ProvisionReport, resource: str) -> None:
