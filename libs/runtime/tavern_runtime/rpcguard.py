@@ -164,11 +164,11 @@ def backlog_of(raw: Any) -> Backlog:
     subs = getattr(client, "_subs", None)
     if not isinstance(subs, dict):
         return Backlog()
-    waiting = _rpc_subscriptions(client, subs)
-    return Backlog(
-        sum(int(getattr(s, "pending_msgs", 0)) for s in waiting),
-        sum(int(getattr(s, "pending_bytes", 0)) for s in waiting),
-    )
+    requests = size = 0
+    for sub in _rpc_subscriptions(client, subs):  # one pass: this runs on every request
+        requests += int(getattr(sub, "pending_msgs", 0))
+        size += int(getattr(sub, "pending_bytes", 0))
+    return Backlog(requests, size)
 
 
 _RPC_SUBSCRIPTIONS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], list[Any]]]
