@@ -186,6 +186,7 @@ def test_nats_helm_values_run_an_r3_jetstream_cluster_with_our_users() -> None:
     assert config["cluster"]["replicas"] == 3
     assert config["jetstream"]["enabled"] is True
     assert config["jetstream"]["merge"]["sync_interval"] == "always"
+    assert config["jetstream"]["merge"]["limits"]["batch"]["timeout"] == "3s"  # pipelined appends
     assert config["jetstream"]["fileStore"]["pvc"]["enabled"] is True
     assert config["merge"]["00$include"] == "accounts.conf"
     env = values["container"]["env"]

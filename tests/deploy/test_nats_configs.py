@@ -4,10 +4,13 @@ symmetric, and no password is written in a file."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tavern_cli import catalog
+from tavern_runtime.embedded import EmbeddedNats
+from tavern_runtime.sessionlog import BATCH_TIMEOUT_S
 from tests.deploy import natsconf
 
 NATS_DIR = natsconf.NATS_DIR
@@ -49,6 +52,15 @@ def test_jetstream_fsyncs_every_write(name: str) -> None:
     assert re.search(r"^\s*sync_interval:\s*always\s*$", block[1], re.MULTILINE)
     assert re.search(r'^\s*store_dir:\s*"/data"\s*$', block[1], re.MULTILINE)
     assert "include ./accounts.conf" in _text(name)
+
+
+@pytest.mark.parametrize("name", ["single.conf", *natsconf.CLUSTER_CONFIGS])
+def test_a_batch_is_dropped_before_a_pipelining_lease_could_expire(name: str) -> None:
+    """The loop's pipelined appends rely on it (docs/contract.md, "Pipelined appends")."""
+    text = _without_comments(_text(name))
+    found = re.search(r"limits\s*\{\s*batch\s*\{\s*timeout:\s*\"(\d+)s\"\s*\}", text)
+    assert found, f"{name} leaves the batch timeout at the server's 10 s"
+    assert int(found[1]) <= BATCH_TIMEOUT_S
 
 
 def test_cluster_nodes_differ_only_in_their_name() -> None:
@@ -107,3 +119,12 @@ def test_every_config_carries_the_request_limit_as_its_max_payload() -> None:
     assert found == {n: [str(MAX_PAYLOAD)] for n in servers}
     values = (NATS_DIR.parent / "k8s" / "nats-values.yaml").read_text()
     assert re.findall(r"^\s+max_payload:\s*(\d+)", values, re.M) == [str(MAX_PAYLOAD)]
+
+
+def test_the_embedded_server_drops_a_batch_as_soon(tmp_path: Path) -> None:
+    config = EmbeddedNats(tmp_path, port=4999, http_port=4998).write_config()
+    result = natsconf.validate(config, {})
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.search(r'batch\s*\{\s*timeout:\s*"(\d+)s"', config.read_text())
+    assert found
+    assert int(found[1]) <= BATCH_TIMEOUT_S

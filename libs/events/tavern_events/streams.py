@@ -43,7 +43,10 @@ class StreamSpec:
 
 
 SESSIONS = StreamSpec(
-    "SESSIONS", (subjects.SESSIONS_ALL,), "Session logs: the single source of truth."
+    "SESSIONS",
+    (subjects.SESSIONS_ALL,),
+    "Session logs: the single source of truth.",
+    extra={"allow_batched": True},  # the loop pipelines a turn's appends (fast-ingest batches)
 )
 INPUTS = StreamSpec(
     "INPUTS",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Sequence
 
 import nats.errors
 from nats.aio.client import Client
@@ -26,6 +27,19 @@ NO_RESPONDERS = "503"
 WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
 """JetStream's codes for a publish whose expected last sequence did not hold: 10071 names the
 sequence found (one replica), 10164 does not (replicated streams and atomic batches)."""
+
+
+Outgoing = tuple[str, bytes, dict[str, str]]
+"""A message to publish: subject, payload, headers."""
+
+FAST_BATCH_FLOW = 100
+"""The most messages of one pipelined batch, and the flow-control interval it asks for: a
+batch never outruns its flow control, so the stream answers it twice (its start, its end)."""
+FAST_START, FAST_APPEND, FAST_COMMIT = 0, 1, 2
+"""Fast-ingest operations, carried in the reply subject
+`<inbox>.<batch>.<flow>.<gap mode>.<batch seq>.<op>.$FI`."""
+FLOW_NOTICE = b'{"type":'
+"""How a fast-ingest flow acknowledgement, gap notice or per-message error begins."""
 
 
 class Acks:
@@ -71,6 +85,34 @@ class Acks:
         finally:
             del self._waiting[token]
 
+    async def pipelined(self, messages: Sequence[Outgoing], *, timeout: float) -> Msg:
+        """Publish `messages` as one fast-ingest batch (ADR-50, nats-server 2.14+), each sent
+        without waiting for the one before, and return the batch's final answer: its
+        acknowledgement (`count` = how many of them the stream holds, in order, from the
+        first) or the error that stopped it. The stream stores them in order and stops at
+        the first that fails or goes missing: what it holds is always a prefix."""
+        if not 1 < len(messages) <= FAST_BATCH_FLOW:
+            raise ValueError(f"a pipelined batch has 2 to {FAST_BATCH_FLOW} messages")
+        if self._sub is None:
+            await self._listen()
+        token = str(next(self._tokens))
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Msg] = loop.create_future()
+        deadline = loop.time() + timeout
+        self._waiting[token] = (answer, deadline)
+        if self._timer is None or deadline < self._timer.when():
+            self._set_timer(loop, deadline)
+        base = f"{self._prefix}{token}.{FAST_BATCH_FLOW}.fail"
+        last = len(messages)
+        try:
+            for index, (subject, payload, headers) in enumerate(messages, start=1):
+                op = FAST_START if index == 1 else FAST_COMMIT if index == last else FAST_APPEND
+                reply = f"{base}.{index}.{op}.$FI"
+                await self._nc.publish(subject, payload, reply=reply, headers=headers)
+            return await answer
+        finally:
+            del self._waiting[token]
+
     def _set_timer(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -99,14 +141,17 @@ class Acks:
 
     async def _listen(self) -> None:
         prefix = self._nc.new_inbox() + "."
-        sub = await self._nc.subscribe(prefix + "*", cb=self._arrived)
+        sub = await self._nc.subscribe(prefix + ">", cb=self._arrived)
         if self._sub is None:
             self._sub, self._prefix = sub, prefix
         else:  # another request opened one meanwhile
             await sub.unsubscribe()
 
     async def _arrived(self, msg: Msg) -> None:
-        waiting = self._waiting.get(msg.subject[len(self._prefix) :])
+        token, _, batch = msg.subject[len(self._prefix) :].partition(".")
+        if batch and msg.data.startswith(FLOW_NOTICE):
+            return  # a pipelined batch's flow control or gap notice: its final answer follows
+        waiting = self._waiting.get(token)
         if waiting is not None and not waiting[0].done():
             waiting[0].set_result(msg)
 
@@ -131,4 +176,5 @@ def pub_ack(msg: Msg) -> PubAck:
         seq=answer["seq"],
         domain=answer.get("domain"),
         duplicate=answer.get("duplicate"),
+        batch_size=answer.get("count"),
     )

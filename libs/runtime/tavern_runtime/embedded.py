@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from tavern_runtime.credentials import PRIVATE_DIR, private_dir
 from tavern_runtime.errors import ConfigurationError
+from tavern_runtime.sessionlog import BATCH_TIMEOUT_S
 
 PG_SYSTEM_USER = "embedded_postgres"
 ACCOUNT = "TAVERN"
@@ -179,7 +180,8 @@ class EmbeddedNats:
             f'listen: "127.0.0.1:{self.port}"\n'
             f'http: "127.0.0.1:{self.http_port}"  # monitoring: loopback only\n'
             f"max_payload: {MAX_PAYLOAD}  # the RPC request limit plus headers\n"
-            f'jetstream {{\n  store_dir: "{store}"{sync}\n}}\n'
+            f'jetstream {{\n  store_dir: "{store}"{sync}\n'
+            f'  limits {{ batch {{ timeout: "{BATCH_TIMEOUT_S:g}s" }} }}\n}}\n'
             f"{include}"
         )
         return self.config_path

@@ -1,7 +1,9 @@
 """The session log on the SESSIONS stream: conditional, gapless, retry-safe appends and replays.
 
 Every append is guarded by the stream sequence of the session's last message (DESIGN.md §2);
-several events land as one atomic batch. Replays use ordered consumers and stop when caught up.
+several events land as one atomic batch or, asked for, as one pipelined fast-ingest batch that
+leaves a prefix when it fails (docs/contract.md, "Pipelined appends"). Replays use ordered
+consumers and stop when caught up.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from tavern_events.skips import SkipCounter
 from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip, encode
 from tavern_runtime import directget, tracing
-from tavern_runtime.acks import WRONG_LAST_SEQUENCE, Acks, raise_refusal
+from tavern_runtime.acks import (
+    FAST_BATCH_FLOW,
+    WRONG_LAST_SEQUENCE,
+    Acks,
+    Outgoing,
+    pub_ack,
+    raise_refusal,
+)
 from tavern_runtime.delivery import pending, stream_sequence
 from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
 from tavern_runtime.logs import get_logger
@@ -41,6 +50,19 @@ BATCH_DUPLICATE_ID = 10201
 TOO_MANY_INFLIGHT_BATCHES = 10210
 """The server's limit on atomic batches in flight (per stream): back-pressure, try again."""
 MAX_BATCH = 1000  # nats-server's limit on an atomic batch
+FAST_BATCHES_OFF = frozenset({10205})
+"""A stream that does not allow fast-ingest batches (`allow_batched` off)."""
+BATCH_TIMEOUT_S = 3.0
+"""How long nats-server keeps a batch that receives nothing more, as the embedded server and
+deploy/nats set it (`jetstream.limits.batch.timeout`; the server's default is 10 s). Only the
+first event of a pipelined batch is conditional: a writer paused in the middle of sending one,
+that lost its lease meanwhile, must not be able to go on with it. It cannot when the batch is
+dropped before the lease could expire, so a holder pipelines only while its lease has more
+than `PIPELINE_LEASE_MARGIN_S` left."""
+PIPELINE_LEASE_MARGIN_S = BATCH_TIMEOUT_S + 1.0
+FAST_BATCH_SERVER = (2, 14)
+"""Fast-ingest batches arrived in nats-server 2.14; an older one would store every message of
+one as a plain publish, unconditionally, so a pipelined append is never sent to it."""
 PUBLISH_TIMEOUT_S = 5.0
 IDLE_TIMEOUT_S = 5.0
 
@@ -109,6 +131,15 @@ def lands_as_tail(head: Head, events: Sequence[SessionEvent]) -> bool:
     return head.event_id == events[-1].id and head.log_seq == events[-1].seq
 
 
+def landed_prefix(head: Head, events: Sequence[SessionEvent]) -> int:
+    """How many of `events` (numbered) the log at `head` already ends with: a pipelined
+    append, cut short or retried, leaves a prefix of them; 0 when the head is not one of them."""
+    index = head.log_seq - events[0].seq
+    if 0 <= index < len(events) and events[index].id == head.event_id:
+        return index + 1
+    return 0
+
+
 def append_headers(
     session_id: str, event: SessionEvent, expected_stream_seq: int
 ) -> dict[str, str]:
@@ -174,6 +205,15 @@ class _WrongLastSequence(Exception):
     """The server refused the append's expectation (or a batch repeated known ids)."""
 
 
+class _Prefix(Exception):
+    """A pipelined batch stopped early: the stream holds its first `count` messages, the last
+    of them at stream sequence `seq`."""
+
+    def __init__(self, count: int, seq: int) -> None:
+        super().__init__(count, seq)
+        self.count, self.seq = count, seq
+
+
 class _AlreadyStored(Exception):
     """The server already stored a message with this event's id (within its duplicate window),
     before checking the expectation (a replicated stream checks ids first)."""
@@ -210,6 +250,9 @@ class SessionLogWriter:
     ) -> None:
         self.batch_min = BATCH_MIN_REPLICATED if replicas > 1 else BATCH_MIN_SINGLE
         """From how many events on one append an atomic batch beats appending one by one."""
+        self._pipelines = replicas == 1
+        """One replica: a replicated stream commits an atomic batch in one consensus round,
+        which is cheaper. Turned off when the stream refuses fast batches."""
         self._nc = nc
         self._js = nc.jetstream(timeout=timeout)
         self._acks = Acks(nc)
@@ -229,6 +272,7 @@ class SessionLogWriter:
         *,
         expected_last: int,
         payloads: Sequence[bytes] | None = None,
+        pipelined: bool = False,
     ) -> Appended:
         """Append `events` after log position `expected_last` (0 = empty log), all or nothing.
 
@@ -236,26 +280,43 @@ class SessionLogWriter:
         again with the same events and expectation after an unknown outcome is safe: if they
         landed, the result says `already`. `payloads` are the events already encoded (each
         numbered for its position), so that encoding stays off the append's path.
+
+        `pipelined=True` gives up all-or-nothing for speed (where `pipelines`): the events go
+        as one fast-ingest batch, sent without waiting for each other. The first is
+        conditional, the rest follow it in order, and the stream stops at the first that fails
+        or goes missing, so a failure leaves a prefix of them. A call that finds such a
+        prefix (its own, cut short, or a retry's) appends the rest after it.
         """
         numbered = assign_seqs(session_id, events, expected_last)
         if payloads is not None and any(n is not e for n, e in zip(numbered, events, strict=True)):
             payloads = None  # numbered here: encoded before they had their seqs
+        encoded = list(payloads) if payloads is not None else [encode(e) for e in numbered]
+        pipelined = pipelined and self.pipelines
         head = await self._expected_head(session_id, expected_last)
         if head.log_seq != expected_last:  # confirm with the leader: a replica may lag
             head = await read_head(self._js, session_id, direct=False)
-            return self._settle(session_id, numbered, head)
+            return await self._settle(session_id, numbered, encoded, head, pipelined)
         try:
-            ack = await self._publish(session_id, numbered, head.stream_seq, payloads)
+            ack = await self._publish(session_id, numbered, head.stream_seq, encoded, pipelined)
         except _WrongLastSequence:
             head = await read_head(self._js, session_id, direct=False)
-            return self._settle(session_id, numbered, head)
+            return await self._settle(session_id, numbered, encoded, head, pipelined)
         except _AlreadyStored as exc:
             head = await read_head(self._js, session_id, direct=False)
-            if not lands_as_tail(head, numbered):  # stored elsewhere in the log: a caller bug
+            if not landed_prefix(head, numbered):  # stored elsewhere in the log: a caller bug
                 raise PermanentError(
                     "event id already in the session log", event_id=str(exc)
                 ) from exc
-            return self._settle(session_id, numbered, head)
+            return await self._settle(session_id, numbered, encoded, head, pipelined)
+        except _Prefix as cut:
+            last = numbered[cut.count - 1] if cut.count else None
+            head = (
+                Head(last.seq, cut.seq, last.id, last)
+                if last is not None
+                else await read_head(self._js, session_id, direct=False)
+            )
+            log.info("append_cut_short", session_id=session_id, stored=cut.count, n=len(numbered))
+            return await self._settle(session_id, numbered, encoded, head, pipelined)
         new_head = Head(numbered[-1].seq, ack.seq, numbered[-1].id, numbered[-1])
         self.heads.put(session_id, new_head)
         log.debug("event_appended", session_id=session_id, seq=new_head.log_seq, n=len(numbered))
@@ -267,12 +328,30 @@ class SessionLogWriter:
             return cached
         return await self.head(session_id)
 
-    def _settle(self, session_id: str, numbered: tuple[SessionEvent, ...], head: Head) -> Appended:
-        """After a refused expectation: our own earlier append, or someone else's."""
+    async def _settle(
+        self,
+        session_id: str,
+        numbered: tuple[SessionEvent, ...],
+        encoded: list[bytes],
+        head: Head,
+        pipelined: bool,
+    ) -> Appended:
+        """After a refused expectation: our own earlier append (whole, or a prefix of it whose
+        rest is appended now), or someone else's."""
         self.heads.put(session_id, head)
         if lands_as_tail(head, numbered):
             log.info("append_already_done", session_id=session_id, seq=head.log_seq)
             return Appended(numbered, head, already=True)
+        landed = landed_prefix(head, numbered)
+        if landed:
+            rest = await self.append(
+                session_id,
+                numbered[landed:],
+                expected_last=head.log_seq,
+                payloads=encoded[landed:],
+                pipelined=pipelined,
+            )
+            return Appended(numbered, rest.head)
         expected = numbered[0].seq - 1
         log.info("append_conflict", session_id=session_id, expected=expected, actual=head.log_seq)
         raise ConcurrencyConflict(
@@ -284,12 +363,14 @@ class SessionLogWriter:
         session_id: str,
         events: tuple[SessionEvent, ...],
         expected_stream_seq: int,
-        payloads: Sequence[bytes] | None,
+        encoded: list[bytes],
+        pipelined: bool,
     ) -> PubAck:
-        encoded = list(payloads) if payloads is not None else [encode(e) for e in events]
         attributes = lambda: _append_attrs(events)  # noqa: E731 - made only when tracing is on
         with tracing.span("sessionlog.append", kind="producer", attributes=attributes):
-            return await self._publish_events(session_id, events, encoded, expected_stream_seq)
+            return await self._publish_events(
+                session_id, events, encoded, expected_stream_seq, pipelined
+            )
 
     async def _publish_events(
         self,
@@ -297,16 +378,27 @@ class SessionLogWriter:
         events: tuple[SessionEvent, ...],
         encoded: list[bytes],
         expected_stream_seq: int,
+        pipelined: bool,
     ) -> PubAck:
         try:
             if len(events) == 1:
                 return await self._publish_one(
                     session_id, events[0], encoded[0], expected_stream_seq
                 )
+            if pipelined:
+                return await self._publish_pipelined(
+                    session_id, events, encoded, expected_stream_seq
+                )
             return await self._publish_batch(session_id, events, encoded, expected_stream_seq)
         except APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE or exc.err_code == BATCH_DUPLICATE_ID:
                 raise _WrongLastSequence from exc
+            if pipelined and exc.err_code in FAST_BATCHES_OFF:
+                log.warning("fast_batches_refused", session_id=session_id, why=exc.description)
+                self._pipelines = False  # the stream does not allow them: append as before
+                return await self._publish_events(
+                    session_id, events, encoded, expected_stream_seq, False
+                )
             if exc.err_code == TOO_MANY_INFLIGHT_BATCHES:
                 self.heads.drop(session_id)
                 raise TransientError("too many batches in flight", session_id=session_id) from exc
@@ -326,6 +418,56 @@ class SessionLogWriter:
         if ack.duplicate:  # a replicated stream checks ids before expectations: a retry of ours?
             raise _AlreadyStored(event.id)
         return ack
+
+    async def _publish_pipelined(
+        self,
+        session_id: str,
+        events: tuple[SessionEvent, ...],
+        payloads: list[bytes],
+        expected: int,
+    ) -> PubAck:
+        """Up to FAST_BATCH_FLOW events as one fast-ingest batch; more as several in a row,
+        each conditional on where the one before ended."""
+        stored = 0
+        ack: PubAck | None = None
+        while stored < len(events):
+            part = events[stored : stored + FAST_BATCH_FLOW]
+            bodies = payloads[stored : stored + FAST_BATCH_FLOW]
+            if len(part) == 1:
+                ack = await self._publish_one(session_id, part[0], bodies[0], expected)
+            else:
+                ack = await self._publish_fast(session_id, part, bodies, expected)
+            if ack.batch_size is not None and ack.batch_size < len(part):
+                raise _Prefix(stored + ack.batch_size, ack.seq)
+            stored += len(part)
+            expected = ack.seq
+        assert ack is not None
+        return ack
+
+    async def _publish_fast(
+        self,
+        session_id: str,
+        events: tuple[SessionEvent, ...],
+        payloads: list[bytes],
+        expected: int,
+    ) -> PubAck:
+        first = tracing.inject(append_headers(session_id, events[0], expected))
+        messages: list[Outgoing] = [(_subject(events[0]), payloads[0], first)]
+        for event, payload in zip(events[1:], payloads[1:], strict=True):
+            headers = tracing.inject({Header.MSG_ID.value: event.id})
+            messages.append((_subject(event), payload, headers))
+        answer = await self._acks.pipelined(messages, timeout=self._timeout)
+        ack = pub_ack(answer)
+        if ack.duplicate:  # the first was stored before (a retry of ours?): nothing else was
+            raise _AlreadyStored(events[0].id)
+        return ack
+
+    @property
+    def pipelines(self) -> bool:
+        """Whether `append(..., pipelined=True)` sends several events as one fast-ingest
+        batch (one replica, a server that knows them, a stream that allows them)."""
+        version = self._nc.connected_server_version
+        return self._pipelines and (version.major, version.minor) >= FAST_BATCH_SERVER
 
     async def _publish_batch(
         self,
