@@ -6,6 +6,7 @@ forever, so the session never ran again."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import nats
 import pytest
@@ -73,7 +74,7 @@ async def test_keeper_stop_lets_a_renewal_in_flight_land_and_then_stops(nats_url
     try:
         lease = await leases.acquire("s3")
         assert lease is not None
-        keeper = LeaseKeeper(leases, lease, interval=0.05)
+        keeper = LeaseKeeper(leases, lease, interval=0.05, ttl=10.0)
         keeper.start()
         await asyncio.wait_for(leases.renewing.wait(), 5)
         await asyncio.wait_for(keeper.stop(), 5)
@@ -83,5 +84,21 @@ async def test_keeper_stop_lets_a_renewal_in_flight_land_and_then_stops(nats_url
         assert leases.renewals == renewed
         await leases.release(lease)  # the revision is current: the lease goes at once
         assert await leases.holder_of("s3") is None
+    finally:
+        await nc.close()
+
+
+async def test_a_lease_knows_when_it_was_last_taken_or_renewed(nats_url: str) -> None:
+    nc, leases = await _leases(nats_url)
+    try:
+        before = time.monotonic()
+        lease = await leases.acquire("s4")
+        assert lease is not None
+        assert before <= lease.since <= time.monotonic()
+        taken = lease.since
+        assert await leases.renew(lease)
+        assert lease.since > taken
+        keeper = LeaseKeeper(leases, lease, interval=3.0, ttl=10.0)
+        assert keeper.fresh()
     finally:
         await nc.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
@@ -15,6 +16,7 @@ from nats.js.kv import KeyValue
 
 from tavern_runtime.acks import WRONG_LAST_SEQUENCE
 from tavern_runtime.logs import get_logger
+from tavern_runtime.sessionlog import PIPELINE_LEASE_MARGIN_S
 
 log = get_logger(__name__)
 
@@ -30,6 +32,9 @@ class Lease:
     session_id: str
     holder: str
     revision: int
+    since: float = 0.0
+    """`time.monotonic()` when the request that last took or renewed it was sent: the lease
+    lasts at least a TTL from then (0: unknown)."""
 
 
 class Leases:
@@ -41,7 +46,7 @@ class Leases:
 
     async def acquire(self, session_id: str) -> Lease | None:
         """The lease if nobody holds it (or it expired); None while another replica holds it."""
-        key = lease_key(session_id)
+        key, sent = lease_key(session_id), time.monotonic()
         try:
             revision = await self._kv.create(key, self.holder.encode())
         except (KeyWrongLastSequenceError, KeyNotFoundError, NotFoundError):
@@ -49,7 +54,7 @@ class Leases:
             # it gone): either way not ours now; the dispatcher asks again shortly.
             return None
         log.info("lease_acquired", session_id=session_id, holder=self.holder)
-        return Lease(session_id, self.holder, revision)
+        return Lease(session_id, self.holder, revision, since=sent)
 
     async def holder_of(self, session_id: str) -> str | None:
         try:
@@ -60,6 +65,7 @@ class Leases:
 
     async def renew(self, lease: Lease) -> bool:
         """False when the lease was lost (expired and taken, or deleted)."""
+        sent = time.monotonic()
         try:
             lease.revision = await self._kv.update(
                 lease_key(lease.session_id), self.holder.encode(), last=lease.revision
@@ -67,6 +73,7 @@ class Leases:
         except (KeyWrongLastSequenceError, KeyNotFoundError, NotFoundError):
             log.warning("lease_lost", session_id=lease.session_id, holder=self.holder)
             return False
+        lease.since = sent
         return True
 
     async def release(self, lease: Lease) -> None:
@@ -100,12 +107,19 @@ class Leases:
 class LeaseKeeper:
     """Renews a lease every `interval` seconds until stopped; `lost` is set if renewal fails."""
 
-    def __init__(self, leases: Leases, lease: Lease, interval: float) -> None:
-        self._leases, self.lease, self._interval = leases, lease, interval
+    def __init__(self, leases: Leases, lease: Lease, interval: float, ttl: float) -> None:
+        self._leases, self.lease, self._interval, self._ttl = leases, lease, interval, ttl
         self.lost = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._renewing = False
+
+    def fresh(self) -> bool:
+        """Whether the lease has more than `PIPELINE_LEASE_MARGIN_S` left for certain: then a
+        pipelined append sent now is dropped by the server, if its sender stalls, before
+        another replica could take the session."""
+        left = self.lease.since + self._ttl - time.monotonic()
+        return self.lease.since > 0 and left > PIPELINE_LEASE_MARGIN_S
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"lease-{self.lease.session_id}")

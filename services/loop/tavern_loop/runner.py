@@ -96,7 +96,8 @@ class SessionRunner:
         """The unclaimed inputs of the last read (what the next turn's claim was chosen from)."""
         self._read: tuple[int, int] = (0, 0)
         """The log seq of the last event this runner read, and where its last message is."""
-        self._keeper = LeaseKeeper(leases, lease, deps.options.lease_ttl_s / 3)
+        ttl = deps.options.lease_ttl_s
+        self._keeper = LeaseKeeper(leases, lease, ttl / 3, ttl)
         self._turn: TurnRunner | None = None
         """The turn running now, which the watcher answers a `/compact` from."""
         self._answers: set[asyncio.Task[int]] = set()
@@ -174,7 +175,7 @@ class SessionRunner:
 
     async def _run(self) -> None:
         events = await self._read_log()
-        self.held = HeldLog(self.session_id, self._writer, events)
+        self.held = HeldLog(self.session_id, self._writer, events, may_pipeline=self._keeper.fresh)
         await self._repair(self.held)
         stopping = self._deps.stopping
         while not self._keeper.lost.is_set() and not stopping.is_set():

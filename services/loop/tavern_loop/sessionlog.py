@@ -2,7 +2,9 @@
 
 Events are staged (numbered, folded, visible to `derive_messages`) and written behind: a
 staged event starts its way to the stream at once, in order, while the turn goes on (the
-loop's own work overlaps the server's fsyncs). `flush` waits until everything staged is
+loop's own work overlaps the server's fsyncs); the events staged meanwhile go together in the
+next append, pipelined while the holder's lease is fresh (docs/contract.md, "Pipelined
+appends"). `flush` waits until everything staged is
 durable; the turn flushes before anything outside depends on its log: a tool execution, a
 claim another log refers to, the end of a turn. A model request is not such a point: the
 request goes out while its `agent/request` is being written, and the reply is staged after
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tavern_events.context import ContextCompactionSkipped
 from tavern_events.envelope import SessionEvent
@@ -49,6 +51,7 @@ class HeldLog:
         events: list[SessionEvent],
         *,
         write_behind: bool = True,
+        may_pipeline: Callable[[], bool] | None = None,
     ):
         self.session_id = session_id
         self.events = events
@@ -65,6 +68,9 @@ class HeldLog:
         """The staged events encoded, by the turn while the writer waits for the stream."""
         self._lock = asyncio.Lock()
         self._write_behind = write_behind
+        self._may_pipeline = may_pipeline
+        """Asked before each append: may several events go pipelined now (the holder's lease
+        is fresh enough; `SessionLogWriter.append`)? None: always."""
         self._behind: asyncio.Task[None] | None = None
         self._failure: Exception | None = None
 
@@ -129,8 +135,9 @@ class HeldLog:
 
     async def _write_staged(self) -> None:
         while self._staged:
-            for part in _parts(list(self._staged), self._writer.batch_min):
-                await self._append(part, self._payloads[: len(part)])
+            pipelines = self._pipelines()  # a whole batch is one round trip, however long
+            for part in _parts(list(self._staged), 2 if pipelines else self._writer.batch_min):
+                await self._append(part, self._payloads[: len(part)], pipelines)
                 del self._staged[: len(part)]
                 del self._payloads[: len(part)]
                 self._settled(part)
@@ -155,12 +162,23 @@ class HeldLog:
             elif isinstance(event, TurnEnded):
                 self.settled_cursor = self.durable_cursor
 
-    async def _append(self, events: Sequence[SessionEvent], payloads: Sequence[bytes]) -> None:
+    def _pipelines(self) -> bool:
+        if not self._writer.pipelines:
+            return False
+        return self._may_pipeline is None or self._may_pipeline()
+
+    async def _append(
+        self, events: Sequence[SessionEvent], payloads: Sequence[bytes], pipelined: bool
+    ) -> None:
         delay = 0.05
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
                 await self._writer.append(
-                    self.session_id, events, expected_last=events[0].seq - 1, payloads=payloads
+                    self.session_id,
+                    events,
+                    expected_last=events[0].seq - 1,
+                    payloads=payloads,
+                    pipelined=pipelined and self._pipelines(),  # a retry asks again
                 )
                 return
             except TransientError:
