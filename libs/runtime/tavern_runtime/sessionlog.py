@@ -47,8 +47,9 @@ log = get_logger(__name__)
 STREAM = SESSIONS.name
 EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 BATCH_DUPLICATE_ID = 10201
-TOO_MANY_INFLIGHT_BATCHES = 10210
-"""The server's limit on atomic batches in flight (per stream): back-pressure, try again."""
+TOO_MANY_INFLIGHT_BATCHES = frozenset({10210, 10211})
+"""The server's limits on atomic and on fast-ingest batches in flight (per stream, per server):
+back-pressure, try again (nothing of the refused batch was stored)."""
 MAX_BATCH = 1000  # nats-server's limit on an atomic batch
 FAST_BATCHES_OFF = frozenset({10205})
 """A stream that does not allow fast-ingest batches (`allow_batched` off)."""
@@ -399,7 +400,7 @@ class SessionLogWriter:
                 return await self._publish_events(
                     session_id, events, encoded, expected_stream_seq, False
                 )
-            if exc.err_code == TOO_MANY_INFLIGHT_BATCHES:
+            if exc.err_code in TOO_MANY_INFLIGHT_BATCHES:
                 self.heads.drop(session_id)
                 raise TransientError("too many batches in flight", session_id=session_id) from exc
             raise PermanentError(

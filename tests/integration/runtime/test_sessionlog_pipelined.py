@@ -4,15 +4,19 @@ a prefix that the next call completes, never a gap and never a doubled event."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
+from pathlib import Path
 
+import nats
 import pytest
 
 from tavern_events import streams
 from tavern_events.envelope import SessionEvent
 from tavern_runtime.bus import NatsConnection
-from tavern_runtime.errors import ConcurrencyConflict, PermanentError
-from tavern_runtime.provision import provision
+from tavern_runtime.embedded import free_port, nats_server_binary
+from tavern_runtime.errors import ConcurrencyConflict, PermanentError, TransientError
+from tavern_runtime.provision import provision, stream_config
 from tavern_runtime.sessionlog import (
     STREAM,
     Head,
@@ -22,6 +26,7 @@ from tavern_runtime.sessionlog import (
     landed_prefix,
 )
 from tests.integration.runtime.builders import said, step
+from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +112,33 @@ def test_landed_prefix_counts_our_events_at_the_head() -> None:
     assert [landed_prefix(head, events) for head in heads] == [1, 2, 3, 4]
     assert landed_prefix(Head(10, 99, "someone-else"), events) == 0
     assert landed_prefix(Head(12, 99, "someone-else"), events) == 0
+
+
+async def test_too_many_batches_in_flight_is_back_pressure(tmp_path: Path) -> None:
+    """A server at its limit of batches in flight refuses a new one whole: try again later."""
+    port = free_port()
+    config = tmp_path / "nats.conf"
+    config.write_text(
+        f'listen: "127.0.0.1:{port}"\n'
+        f'jetstream {{\n  store_dir: "{tmp_path / "js"}"\n'
+        '  limits { batch { max_inflight_per_stream: 1, timeout: "3s" } }\n}\n'
+    )
+    server = await asyncio.create_subprocess_exec(nats_server_binary(), "-c", str(config))
+    try:
+        nc = await eventually(lambda: nats.connect(f"nats://127.0.0.1:{port}"), timeout=10)
+        js = nc.jetstream()
+        await js.add_stream(stream_config(streams.SESSIONS))
+        held_open = f"{nc.new_inbox()}.open.100.fail.1.0.$FI"  # a batch begun, never ended
+        await nc.publish("tavern.session.other.step.start", b"{}", reply=held_open)
+        await nc.flush()
+        writer = SessionLogWriter(nc)
+        with pytest.raises(TransientError) as caught:
+            await writer.append(
+                "s1", [step("s1", n) for n in range(3)], expected_last=0, pipelined=True
+            )
+        assert getattr(caught.value.__cause__, "err_code", None) == 10211
+        assert await SessionLogReader(js).events("s1") == []
+        await nc.close()
+    finally:
+        server.terminate()
+        await asyncio.wait_for(server.wait(), 10)
