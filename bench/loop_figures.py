@@ -96,7 +96,8 @@ async def _send(js: Any, message: MessageInput) -> None:
     servers=("fsync", "default", "cluster"),
     count=200,
     description="one turn with the offline model and 1 tool call (2 steps, 16 events, appended "
-    "conditionally, in atomic batches on R3), timed per turn, 200 turns in one session",
+    "conditionally: pipelined on R1, in atomic batches on R3), timed per turn, 200 turns in one "
+    "session",
     limits=Limits(p50_ms=10, p99_ms=30),
 )
 async def loop_turn(env: Env, n: int) -> Result:
