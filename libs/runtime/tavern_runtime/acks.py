@@ -70,15 +70,7 @@ class Acks:
         self, subject: str, payload: bytes, *, headers: dict[str, str], timeout: float
     ) -> Msg:
         """Publish with a reply subject of this connection's and return the answer as is."""
-        if self._sub is None:
-            await self._listen()
-        token = str(next(self._tokens))
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Msg] = loop.create_future()
-        deadline = loop.time() + timeout
-        self._waiting[token] = (answer, deadline)
-        if self._timer is None or deadline < self._timer.when():
-            self._set_timer(loop, deadline)
+        token, answer = await self._expect(timeout)
         try:
             await self._nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
             return await answer
@@ -93,15 +85,7 @@ class Acks:
         the first that fails or goes missing: what it holds is always a prefix."""
         if not 1 < len(messages) <= FAST_BATCH_FLOW:
             raise ValueError(f"a pipelined batch has 2 to {FAST_BATCH_FLOW} messages")
-        if self._sub is None:
-            await self._listen()
-        token = str(next(self._tokens))
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Msg] = loop.create_future()
-        deadline = loop.time() + timeout
-        self._waiting[token] = (answer, deadline)
-        if self._timer is None or deadline < self._timer.when():
-            self._set_timer(loop, deadline)
+        token, answer = await self._expect(timeout)
         base = f"{self._prefix}{token}.{FAST_BATCH_FLOW}.fail"
         last = len(messages)
         try:
@@ -112,6 +96,20 @@ class Acks:
             return await answer
         finally:
             del self._waiting[token]
+
+    async def _expect(self, timeout: float) -> tuple[str, asyncio.Future[Msg]]:
+        """A new reply token and the answer it will get, failed after `timeout`; the caller
+        forgets it (`del self._waiting[token]`) once done."""
+        if self._sub is None:
+            await self._listen()
+        token = str(next(self._tokens))
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Msg] = loop.create_future()
+        deadline = loop.time() + timeout
+        self._waiting[token] = (answer, deadline)
+        if self._timer is None or deadline < self._timer.when():
+            self._set_timer(loop, deadline)
+        return token, answer
 
     def _set_timer(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:

@@ -437,7 +437,8 @@ class SessionLogWriter:
             if len(part) == 1:
                 ack = await self._publish_one(session_id, part[0], bodies[0], expected)
             else:
-                ack = await self._publish_fast(session_id, part, bodies, expected)
+                messages = pipelined_messages(session_id, part, bodies, expected)
+                ack = await self._publish_fast(messages, part[0].id)
             if ack.batch_size is not None and ack.batch_size < len(part):
                 raise _Prefix(stored + ack.batch_size, ack.seq)
             stored += len(part)
@@ -445,22 +446,10 @@ class SessionLogWriter:
         assert ack is not None
         return ack
 
-    async def _publish_fast(
-        self,
-        session_id: str,
-        events: tuple[SessionEvent, ...],
-        payloads: list[bytes],
-        expected: int,
-    ) -> PubAck:
-        first = tracing.inject(append_headers(session_id, events[0], expected))
-        messages: list[Outgoing] = [(_subject(events[0]), payloads[0], first)]
-        for event, payload in zip(events[1:], payloads[1:], strict=True):
-            headers = tracing.inject({Header.MSG_ID.value: event.id})
-            messages.append((_subject(event), payload, headers))
-        answer = await self._acks.pipelined(messages, timeout=self._timeout)
-        ack = pub_ack(answer)
+    async def _publish_fast(self, messages: list[Outgoing], first_id: str) -> PubAck:
+        ack = pub_ack(await self._acks.pipelined(messages, timeout=self._timeout))
         if ack.duplicate:  # the first was stored before (a retry of ours?): nothing else was
-            raise _AlreadyStored(events[0].id)
+            raise _AlreadyStored(first_id)
         return ack
 
     @property
@@ -499,6 +488,17 @@ class SessionLogWriter:
         return await self._acks.publish(
             _subject(last), payloads[-1], headers=headers, timeout=self._timeout
         )
+
+
+def pipelined_messages(
+    session_id: str, events: Sequence[SessionEvent], payloads: Sequence[bytes], expected: int
+) -> list[Outgoing]:
+    """A pipelined batch's messages: the first conditional, the rest with only their ids."""
+    first = tracing.inject(append_headers(session_id, events[0], expected))
+    messages: list[Outgoing] = [(_subject(events[0]), payloads[0], first)]
+    for event, payload in zip(events[1:], payloads[1:], strict=True):
+        messages.append((_subject(event), payload, tracing.inject({Header.MSG_ID.value: event.id})))
+    return messages
 
 
 def _append_attrs(events: tuple[SessionEvent, ...]) -> dict[str, str | int]:

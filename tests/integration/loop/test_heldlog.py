@@ -100,50 +100,12 @@ async def test_without_write_behind_events_wait_for_the_flush(bus: LoopBus) -> N
     assert await durable(bus, sid) == ["later"]
 
 
-async def test_with_replicated_streams_events_staged_together_append_as_one_batch(
-    bus: LoopBus,
-) -> None:
-    sid = session()
-    writer = SessionLogWriter(bus.nc, replicas=3)
-    batches: list[int] = []
-    append = writer.append
-
-    async def counted(
-        session_id: str,
-        events: Sequence[SessionEvent],
-        *,
-        expected_last: int,
-        payloads: Sequence[bytes] | None = None,
-        pipelined: bool = False,
-    ) -> Appended:
-        batches.append(len(events))
-        return await append(
-            session_id, events, expected_last=expected_last, payloads=payloads, pipelined=pipelined
-        )
-
-    writer.append = counted  # type: ignore[method-assign]
-    held = HeldLog(sid, writer, [])
-    held.stage(said(sid, "first"))
-    await asyncio.sleep(0)  # the writer takes "first" alone and waits for its ack
-    held.stage(*(said(sid, f"then {n}") for n in range(4)))  # staged meanwhile: one batch
-    await held.flush()
-    assert batches == [1, 4]
-    assert await durable(bus, sid) == ["first", *(f"then {n}" for n in range(4))]
-    events = await SessionLogReader(bus.js).events(sid)
-    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
-
-
-@pytest.mark.parametrize("fresh", [True, False])
-async def test_with_one_replica_events_staged_together_go_pipelined(
-    bus: LoopBus, fresh: bool
-) -> None:
-    """...while the holder's lease is fresh; otherwise one conditional append each."""
-    sid = session()
-    writer = SessionLogWriter(bus.nc)
+def counted(writer: SessionLogWriter) -> list[tuple[int, bool]]:
+    """Record each append the writer is asked for: how many events, and whether pipelined."""
     calls: list[tuple[int, bool]] = []
     append = writer.append
 
-    async def counted(
+    async def counting(
         session_id: str,
         events: Sequence[SessionEvent],
         *,
@@ -156,12 +118,39 @@ async def test_with_one_replica_events_staged_together_go_pipelined(
             session_id, events, expected_last=expected_last, payloads=payloads, pipelined=pipelined
         )
 
-    writer.append = counted  # type: ignore[method-assign]
-    held = HeldLog(sid, writer, [], may_pipeline=lambda: fresh)
+    writer.append = counting  # type: ignore[method-assign]
+    return calls
+
+
+async def staged_in_two_rounds(held: HeldLog, sid: str) -> None:
     held.stage(said(sid, "first"))
     await asyncio.sleep(0)  # the writer takes "first" alone and waits for its ack
     held.stage(*(said(sid, f"then {n}") for n in range(4)))  # staged meanwhile: one round trip
     await held.flush()
+
+
+async def test_with_replicated_streams_events_staged_together_append_as_one_batch(
+    bus: LoopBus,
+) -> None:
+    sid = session()
+    writer = SessionLogWriter(bus.nc, replicas=3)
+    calls = counted(writer)
+    await staged_in_two_rounds(HeldLog(sid, writer, []), sid)
+    assert calls == [(1, False), (4, False)]  # a replicated stream: an atomic batch
+    assert await durable(bus, sid) == ["first", *(f"then {n}" for n in range(4))]
+    events = await SessionLogReader(bus.js).events(sid)
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+async def test_with_one_replica_events_staged_together_go_pipelined(
+    bus: LoopBus, fresh: bool
+) -> None:
+    """...while the holder's lease is fresh; otherwise one conditional append each."""
+    sid = session()
+    writer = SessionLogWriter(bus.nc)
+    calls = counted(writer)
+    await staged_in_two_rounds(HeldLog(sid, writer, [], may_pipeline=lambda: fresh), sid)
     assert calls == ([(1, True), (4, True)] if fresh else [(1, False)] * 5)
     assert await durable(bus, sid) == ["first", *(f"then {n}" for n in range(4))]
     events = await SessionLogReader(bus.js).events(sid)
