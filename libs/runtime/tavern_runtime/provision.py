@@ -257,6 +257,17 @@ def compare(
     return drifts
 
 
+TURNED_ON_WITHOUT_ASKING = frozenset({"allow_batched"})
+"""Stream flags that only let a writer publish in another way, changing nothing stored and
+nothing an older writer does: provisioning turns them on (never off) without `apply_drift`, so
+that an existing deployment gets them with its next `tavern up` or `tavern init`."""
+
+
+def turns_on(drift: Drift) -> bool:
+    """Whether `drift` is a flag provisioning turns on without being asked."""
+    return drift.field in TURNED_ON_WITHOUT_ASKING and drift.expected is True and drift.mutable
+
+
 def with_fixes(actual: Config, expected: Config, drifts: Iterable[Drift]) -> Config:
     """`actual` with every mutable drifted field set to its expected value."""
     changes = {d.field: getattr(expected, d.field) for d in drifts if d.mutable}
@@ -307,7 +318,19 @@ async def _stream(
         await answered(resource, lambda: js.add_stream(expected))
         return _created(report, resource)
     drifts = compare(resource, stream_fields(spec), expected, info.config)
-    fixed = with_fixes(info.config, expected, drifts)
+    live, turned_on = info.config, [d for d in drifts if turns_on(d)]
+    if turned_on and not apply:
+        try:
+            live = (await js.update_stream(with_fixes(live, expected, turned_on))).config
+        except APIError as exc:
+            log.error("resource_update_refused", resource=resource, error=exc.description)
+        else:
+            log.info("resource_turned_on", resource=resource, fields=[d.field for d in turned_on])
+            report.updated.append(resource)
+            drifts = [d for d in drifts if d not in turned_on]
+            if not drifts:
+                return
+    fixed = with_fixes(live, expected, drifts)
     await _settle(report, resource, drifts, apply, lambda: js.update_stream(fixed))
 
 

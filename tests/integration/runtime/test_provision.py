@@ -123,3 +123,22 @@ async def test_verify_returns_drift_without_touching_it(conn: NatsConnection) ->
     await conn.js.add_consumer("SESSIONS", dataclasses.replace(consumer, max_ack_pending=7))
     [drift] = await verify(conn.js, PROJECTOR)
     assert (drift.field, drift.expected, drift.actual) == ("max_ack_pending", 256.0, 7.0)
+
+
+async def test_a_flag_an_older_provisioning_left_off_is_turned_on(conn: NatsConnection) -> None:
+    """An existing SESSIONS stream gets pipelined appends with the next provisioning; a hand
+    edit beside it stays reported, not rewritten."""
+    older = dataclasses.replace(streams.SESSIONS, extra={})
+    await provision(conn.js, stream_specs=(older,), buckets=())
+    live = (await conn.js.stream_info("SESSIONS")).config
+    assert not live.allow_batched
+    await conn.js.update_stream(dataclasses.replace(live, max_age=3600.0))
+    report = await provision(conn.js)
+    assert "stream SESSIONS" in report.updated
+    assert [(d.field, d.expected) for d in report.drifted] == [("max_age", 0.0)]
+    live = (await conn.js.stream_info("SESSIONS")).config
+    assert (live.allow_batched, live.max_age) == (True, 3600.0)
+    await conn.js.update_stream(dataclasses.replace(live, max_age=0.0))
+    again = await provision(conn.js)
+    assert again.ok
+    assert "stream SESSIONS" in again.unchanged

@@ -13,10 +13,12 @@ from tavern_runtime.provision import (
     CONSUMER_FIELDS,
     STREAM_FIELDS,
     ConsumerSpec,
+    Drift,
     ProvisionReport,
     compare,
     stream_config,
     stream_fields,
+    turns_on,
     with_fixes,
 )
 
@@ -118,3 +120,11 @@ def test_report_is_ok_only_without_drift_or_refusal() -> None:
     assert report.lines() == ["created    stream A", "unchanged  stream B"]
     report.refused.append("stream C: no")
     assert not report.ok
+
+
+def test_only_an_enabling_flag_is_turned_on_without_asking() -> None:
+    on = Drift("stream SESSIONS", "allow_batched", True, False, mutable=True)
+    assert turns_on(on)
+    assert not turns_on(replace(on, expected=False, actual=True))  # never turned off
+    assert not turns_on(replace(on, field="allow_atomic"))  # asked for, as before
+    assert not turns_on(replace(on, field="max_age", expected=0.0, actual=3600.0))
