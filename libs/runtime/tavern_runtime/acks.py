@@ -48,6 +48,9 @@ class Acks:
     def __init__(self, nc: Client) -> None:
         self._nc = nc
         self._prefix = ""
+        self._unique = ""
+        """The inbox's own unique part: a pipelined batch's id begins with it (a stream knows
+        its batches in flight by id alone, whichever connection sent them)."""
         self._sub: Subscription | None = None
         self._waiting: dict[str, tuple[asyncio.Future[Msg], float]] = {}
         self._tokens = itertools.count(1)
@@ -85,7 +88,7 @@ class Acks:
         the first that fails or goes missing: what it holds is always a prefix."""
         if not 1 < len(messages) <= FAST_BATCH_FLOW:
             raise ValueError(f"a pipelined batch has 2 to {FAST_BATCH_FLOW} messages")
-        token, answer = await self._expect(timeout)
+        token, answer = await self._expect(timeout, batch=True)
         base = f"{self._prefix}{token}.{FAST_BATCH_FLOW}.fail"
         last = len(messages)
         try:
@@ -97,12 +100,15 @@ class Acks:
         finally:
             del self._waiting[token]
 
-    async def _expect(self, timeout: float) -> tuple[str, asyncio.Future[Msg]]:
+    async def _expect(
+        self, timeout: float, *, batch: bool = False
+    ) -> tuple[str, asyncio.Future[Msg]]:
         """A new reply token and the answer it will get, failed after `timeout`; the caller
-        forgets it (`del self._waiting[token]`) once done."""
+        forgets it (`del self._waiting[token]`) once done. A `batch` token is unique across
+        connections: it is the batch's id."""
         if self._sub is None:
             await self._listen()
-        token = str(next(self._tokens))
+        token = (self._unique if batch else "") + str(next(self._tokens))
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Msg] = loop.create_future()
         deadline = loop.time() + timeout
@@ -142,6 +148,7 @@ class Acks:
         sub = await self._nc.subscribe(prefix + ">", cb=self._arrived)
         if self._sub is None:
             self._sub, self._prefix = sub, prefix
+            self._unique = prefix.rstrip(".").rpartition(".")[2]
         else:  # another request opened one meanwhile
             await sub.unsubscribe()
 

@@ -106,6 +106,30 @@ async def test_a_stream_without_fast_batches_gets_appends_as_before(conn: NatsCo
     assert [e.id for e in await logged(conn, "s1")] == [e.id for e in events]
 
 
+async def test_batches_of_two_connections_never_share_an_id(
+    provisioned: NatsConnection, nats_url: str
+) -> None:
+    """A stream knows its batches in flight by id alone: another connection's batch with a
+    short id (here one begun and never ended) must not swallow or cut ours."""
+    other = await nats.connect(nats_url)
+    try:
+        for short_id in ("1", "2"):
+            held_open = f"{other.new_inbox()}.{short_id}.100.fail.1.0.$FI"
+            await other.publish("tavern.session.other.step.start", b"{}", reply=held_open)
+        await other.flush()
+        first, second = SessionLogWriter(provisioned.nc), SessionLogWriter(other)
+        one = [step("s1", n) for n in range(3)]
+        two = [step("s2", n) for n in range(3)]
+        await asyncio.gather(
+            first.append("s1", one, expected_last=0, pipelined=True),
+            second.append("s2", two, expected_last=0, pipelined=True),
+        )
+        assert [e.id for e in await logged(provisioned, "s1")] == [e.id for e in one]
+        assert [e.id for e in await logged(provisioned, "s2")] == [e.id for e in two]
+    finally:
+        await other.close()
+
+
 def test_landed_prefix_counts_our_events_at_the_head() -> None:
     events = assign_seqs("s1", [step("s1", n) for n in range(4)], 10)
     heads = [Head(e.seq, 100 + i, e.id, e) for i, e in enumerate(events)]
