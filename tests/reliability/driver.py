@@ -3,6 +3,8 @@ stream acknowledges) and waits for the turn that claimed an input to end.
 
 Turn boundaries arrive on a core subscription; a wait that hears nothing falls back to reading
 the session log, so a message missed while NATS was away costs a poll, never a wrong answer.
+A core subscriber hears an event as it is published, before the stream has stored it (a turn's
+events go as one pipelined batch): whoever reads the log after a wait asks `stored` first.
 """
 
 from __future__ import annotations
@@ -185,6 +187,21 @@ class Driver:
 
     async def _poll(self, sent: Sent) -> None:
         """Read the log: did a turn claim this input, and did that turn end?"""
+        await self._ended_in_log(sent)
+
+    async def stored(self, sent: Sent, timeout: float = 10.0) -> bool:
+        """Until the session log holds the end of the turn that claimed `sent` (it was heard
+        ending, or it ends meanwhile); False on timeout."""
+        give_up = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(Exception):
+                if await self._ended_in_log(sent):
+                    return True
+            if time.monotonic() > give_up:
+                return False
+            await asyncio.sleep(0.05)
+
+    async def _ended_in_log(self, sent: Sent) -> bool:
         events = await SessionLogReader(self.nc.jetstream(timeout=5)).events(sent.session_id)
         turn = None
         for event in events:
@@ -193,7 +210,14 @@ class Driver:
                 turn = event.turn
             if turn is not None and event.type == "turn/end" and event.turn == turn:
                 self._resolve(sent.input_id, event.payload.outcome)
-                return
+                return True
+        return False
+
+    async def settled(self, session_id: str, timeout: float = 10.0) -> bool:
+        """Until the log holds the end of every turn heard ending in `session_id` (the
+        last of them: turns end in log order)."""
+        ended = [s for s in self.sent[session_id] if s.ended_at is not None]
+        return not ended or await self.stored(ended[-1], timeout)
 
     def all_sent(self) -> list[Sent]:
         return [s for items in self.sent.values() for s in items]

@@ -130,6 +130,7 @@ async def verify(stack: Stack, driver: Driver, sessions: Sequence[str]) -> Verdi
     try:
         checks = []
         for session_id in sessions:
+            await driver.settled(session_id)
             check = await invariants.check_session(stack.nc, session_id, driver.sent[session_id])
             await _settled_chat(conn, stack, check)
             await invariants.check_archive(conn, check)

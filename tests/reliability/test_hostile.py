@@ -74,6 +74,7 @@ async def _converse(driver: Driver, fed: Fed) -> None:
     assert await driver.wait(fed.said, 60)
     fed.remembered = await driver.say(fed.chat, f"remember that {fed.item.text}")
     assert await driver.wait(fed.remembered, 60)
+    assert await driver.stored(fed.remembered)
 
 
 def _event(name: str, session_id: str, **changes: Any) -> SessionEvent:

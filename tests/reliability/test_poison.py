@@ -276,6 +276,7 @@ async def test_oversize_and_nested_inputs_end_in_structured_outcomes(stack: Stac
     for label, text in inputs:  # one turn each: claimed together, only the last is answered
         sent = await driver.say(session, text)
         assert await driver.wait(sent, 30), label
+        assert await driver.stored(sent), label
         turn = await _turn_of(stack, session, sent.input_id)
         results = [e["payload"] for e in turn if e["type"] == "tool/result"]
         calls = [e for e in turn if e["type"] == "tool/call"]

@@ -419,6 +419,7 @@ async def test_tool_calls_cannot_reach_another_sessions_scope(stack: Stack, worl
             sent = await driver.say(intruder.id, text)
             assert await driver.wait(sent, 30)
             outcomes.append(sent)
+        assert await driver.stored(outcomes[-1])
         after = await _snapshot(conn)
     finally:
         await conn.close()

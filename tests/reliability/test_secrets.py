@@ -161,6 +161,7 @@ async def test_no_secret_reaches_logs_events_or_the_database(
     sent = await driver.say("secrets-s1", "hello there")
     assert await driver.wait(sent, 60), system.tails()
     assert sent.outcome == "failed"
+    assert await driver.stored(sent)
     assert provider.requests, "the loop never asked the provider"
     wrong = await _wrong_password_run(system)
     await driver.close()
