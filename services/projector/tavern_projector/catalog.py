@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import tzinfo
 
+from tavern_events import subjects
+from tavern_events.streams import SESSIONS
 from tavern_projector.framework import Projection, Target
 from tavern_projector.projections.archive import ArchiveProjection
 from tavern_projector.projections.assets import AssetsProjection
@@ -55,13 +57,25 @@ def consumer(projection: Projection) -> ConsumerSpec:
     return ConsumerSpec(
         name=consumer_name(projection.name),
         stream=projection.stream,
-        filter_subjects=projection.filters,
+        filter_subjects=read_through(projection),
         max_deliver=50,
         ack_wait_s=60.0,
         backoff_s=BACKOFF_S,
         max_ack_pending=4096,
         description=f"projector: the {projection.name} read model",
     )
+
+
+def read_through(projection: Projection) -> tuple[str, ...]:
+    """What a projection's consumer reads: a projection of several SESSIONS subjects reads the
+    whole stream and passes over the rest (`LiveRunner.handle`). For each message it delivers,
+    nats-server finds the next one matching a consumer's filters. Several wildcard filters
+    over a stream of many sessions are matched against every subject of a message block, so
+    a consumer a few thousand messages behind (a projection deferred under a fleet) cost the
+    server about half its CPU; the whole stream is read in order, a message at a time."""
+    if projection.stream == SESSIONS.name and len(projection.filters) > 1:
+        return (subjects.SESSIONS_ALL,)
+    return projection.filters
 
 
 def _static() -> tuple[ConsumerSpec, ...]:

@@ -94,15 +94,23 @@ class LiveRunner:
         self._pool, self._js, self.target = pool, js, target
         self.applied = 0
         self.gaps_filled = 0
+        self._wanted = sources.matcher(projection.filters)
+        """Its consumer may read more of the stream than it applies (see `catalog.consumer`)."""
         self._last_delivery = 0
         self._owed_through = 0
         """The highest stream seq handed back unapplied (nacked, or failed without an ack):
         until a batch reaching it is applied, any batch may be overtaking it."""
 
     async def handle(self, msgs: Sequence[Msg]) -> None:
-        """Apply one fetched batch; raises `RetryBatch` when it must come back later."""
-        entries = [Entry.of(m) for m in msgs]
+        """Apply one fetched batch; raises `RetryBatch` when it must come back later. What
+        the projection does not read is passed over (and acknowledged with the rest)."""
         suspect = self._suspect(msgs)
+        delivered = max(m.metadata.sequence.consumer for m in msgs)
+        msgs = [m for m in msgs if self._wanted(m.subject)]
+        if not msgs:
+            self._last_delivery = delivered
+            return
+        entries = [Entry.of(m) for m in msgs]
         started = time.perf_counter()
         traced = tracing.consumed(
             "projector.project", (m.headers for m in msgs), {"tavern.consumer": self.consumer}
@@ -114,7 +122,7 @@ class LiveRunner:
             # These come back later, after newer messages maybe: check every batch till then.
             self._owed_through = max(self._owed_through, *(e.stream_seq for e in entries))
             raise
-        self._last_delivery = max(m.metadata.sequence.consumer for m in msgs)
+        self._last_delivery = delivered
         if suspect and max(e.stream_seq for e in entries) >= self._owed_through:
             self._owed_through = 0  # applied from the checkpoint through everything owed
         await self._dead_letter(msgs, entries)

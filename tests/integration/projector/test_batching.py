@@ -64,13 +64,15 @@ async def test_events_published_within_the_window_come_in_one_batch(
         await idle_projector.create_session("g1")
         await asyncio.sleep(0.05)  # the loop holds the first event and gathers
         await scripted_turn(idle_projector, "g1", 1, "Hello?", "Hello.")
-        await eventually(lambda: sum(len(b) for b in runner.batches) >= 5, timeout=10)
+        await eventually(lambda: sum(len(b) for b in runner.batches) >= 7, timeout=10)
         assert len(runner.batches) == 1, runner.batches
-        assert [s.rsplit(".", 2)[-2:] for s in runner.batches[0]] == [
+        assert [s.rsplit(".", 2)[-2:] for s in runner.batches[0]] == [  # the whole stream
             ["session", "created"],
             ["turn", "start"],
+            ["step", "start"],
             ["user", "message"],
             ["assistant", "message"],
+            ["step", "end"],
             ["turn", "end"],
         ]
 
@@ -85,7 +87,7 @@ async def test_events_published_within_the_window_come_in_one_batch(
 async def test_a_backlog_fills_batches_at_once(idle_projector: Projector) -> None:
     for n in range(3):
         await idle_projector.create_session(f"b{n}")
-        await scripted_turn(idle_projector, f"b{n}", 1, "Hi", "Hi")  # 15 entries in all
+        await scripted_turn(idle_projector, f"b{n}", 1, "Hi", "Hi")  # 21 messages in all
     runner = Recording()
     loop = pull_loop(idle_projector, runner, batch=4, gather_s=5.0)
     started = time.monotonic()
@@ -97,7 +99,7 @@ async def test_a_backlog_fills_batches_at_once(idle_projector: Projector) -> Non
         assert [len(b) for b in runner.batches[:3]] == [4, 4, 4]
     finally:
         await loop.stop(3)
-    assert sum(len(b) for b in runner.batches) == 15  # the stop let the partial batch finish
+    assert sum(len(b) for b in runner.batches) == 21  # the stop let the partial batch finish
 
 
 async def test_a_stop_cuts_the_window_short_and_handles_the_batch_in_hand(
@@ -147,19 +149,19 @@ async def test_many_sessions_widen_the_window_and_one_session_narrows_it(
     sessions brings the short window back."""
     for n in range(3):
         await idle_projector.create_session(f"w{n}")
-        await scripted_turn(idle_projector, f"w{n}", 1, "Hi", "Hi")  # 15 entries in all
+        await scripted_turn(idle_projector, f"w{n}", 1, "Hi", "Hi")  # 21 messages in all
     runner = Recording()
     loop = pull_loop(idle_projector, runner, gather_s=0.01, busy_gather_s=1.0)
     assert loop.window == 0.01
     await loop.start()
     try:
-        await eventually(lambda: sum(len(b) for b in runner.batches) >= 15, timeout=10)
+        await eventually(lambda: sum(len(b) for b in runner.batches) >= 21, timeout=10)
         await eventually(lambda: loop.window == 1.0, timeout=5)
         assert len({s.split(".")[2] for s in runner.batches[0]}) == 3
         await idle_projector.create_session("x1")
         await asyncio.sleep(0.2)
         await idle_projector.create_session("x2")
-        await eventually(lambda: sum(len(b) for b in runner.batches) >= 17, timeout=10)
+        await eventually(lambda: sum(len(b) for b in runner.batches) >= 23, timeout=10)
         assert runner.batches[-1] == [
             "tavern.session.x1.session.created",
             "tavern.session.x2.session.created",
