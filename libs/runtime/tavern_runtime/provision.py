@@ -88,6 +88,9 @@ class ConsumerSpec:
     max_ack_pending: int = 1000
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL
     description: str = ""
+    passes_over: bool = False
+    """Its reader passes over messages it does not apply: provisioning sets its filters
+    without `apply_drift` (an older, narrower filter only hands it less)."""
 
     def __post_init__(self) -> None:
         if self.max_deliver < 1 or len(self.backoff_s) >= self.max_deliver:
@@ -268,6 +271,11 @@ def turns_on(drift: Drift) -> bool:
     return drift.field in TURNED_ON_WITHOUT_ASKING and drift.expected is True and drift.mutable
 
 
+def widens(drift: Drift, spec: ConsumerSpec) -> bool:
+    """Whether `drift` is a filter provisioning sets without being asked (`passes_over`)."""
+    return spec.passes_over and drift.field == "filter_subjects" and drift.mutable
+
+
 def with_fixes(actual: Config, expected: Config, drifts: Iterable[Drift]) -> Config:
     """`actual` with every mutable drifted field set to its expected value."""
     changes = {d.field: getattr(expected, d.field) for d in drifts if d.mutable}
@@ -320,18 +328,35 @@ async def _stream(
     drifts = compare(resource, stream_fields(spec), expected, info.config)
     live, turned_on = info.config, [d for d in drifts if turns_on(d)]
     if turned_on and not apply:
-        try:
-            live = (await js.update_stream(with_fixes(live, expected, turned_on))).config
-        except APIError as exc:
-            log.error("resource_update_refused", resource=resource, error=exc.description)
-        else:
-            log.info("resource_turned_on", resource=resource, fields=[d.field for d in turned_on])
-            report.updated.append(resource)
+
+        async def turn_on() -> Any:
+            return (await js.update_stream(with_fixes(live, expected, turned_on))).config
+
+        live = await _unasked(report, resource, turned_on, turn_on) or live
+        if live is not info.config:
             drifts = [d for d in drifts if d not in turned_on]
             if not drifts:
                 return
     fixed = with_fixes(live, expected, drifts)
     await _settle(report, resource, drifts, apply, lambda: js.update_stream(fixed))
+
+
+async def _unasked(
+    report: ProvisionReport,
+    resource: str,
+    drifts: list[Drift],
+    update: Callable[[], Awaitable[Any]],
+) -> Any:
+    """Fix `drifts` that provisioning fixes without being asked; the live config after, or
+    None when the server refused (the drift is then reported as any other)."""
+    try:
+        live = await update()
+    except APIError as exc:
+        log.error("resource_update_refused", resource=resource, error=exc.description)
+        return None
+    log.info("resource_updated_unasked", resource=resource, fields=[d.field for d in drifts])
+    report.updated.append(resource)
+    return live
 
 
 async def _consumer(
@@ -344,7 +369,18 @@ async def _consumer(
         await answered(resource, lambda: js.add_consumer(spec.stream, expected))
         return _created(report, resource)
     drifts = compare(resource, CONSUMER_FIELDS, expected, info.config)
-    fixed = with_fixes(info.config, expected, drifts)
+    live, widened = info.config, [d for d in drifts if widens(d, spec)]
+    if widened and not apply:
+
+        async def widen() -> Any:
+            return (await js.add_consumer(spec.stream, with_fixes(live, expected, widened))).config
+
+        live = await _unasked(report, resource, widened, widen) or live
+        if live is not info.config:
+            drifts = [d for d in drifts if d not in widened]
+            if not drifts:
+                return
+    fixed = with_fixes(live, expected, drifts)
     await _settle(report, resource, drifts, apply, lambda: js.add_consumer(spec.stream, fixed))
 
 

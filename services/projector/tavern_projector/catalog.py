@@ -58,6 +58,7 @@ def consumer(projection: Projection) -> ConsumerSpec:
         name=consumer_name(projection.name),
         stream=projection.stream,
         filter_subjects=read_through(projection),
+        passes_over=True,
         max_deliver=50,
         ack_wait_s=60.0,
         backoff_s=BACKOFF_S,

@@ -25,7 +25,9 @@ async def test_several_filters_become_one_read_of_the_stream(projector: Projecto
         filters = info.config.filter_subjects or [info.config.filter_subject]
         assert filters == [subjects.SESSIONS_ALL], name
         options = catalog.Options(Target(), ZoneInfo("UTC"))
-        assert len(catalog.build(name, options).filters) > 1, "it applies only some of them"
+        projection = catalog.build(name, options)
+        assert len(projection.filters) > 1, "it applies only some of them"
+        assert catalog.consumer(projection).passes_over, "an older install's filter is widened"
 
 
 async def test_what_a_projection_does_not_read_is_passed_over(projector: Projector) -> None:

@@ -125,6 +125,28 @@ async def test_verify_returns_drift_without_touching_it(conn: NatsConnection) ->
     assert (drift.field, drift.expected, drift.actual) == ("max_ack_pending", 256.0, 7.0)
 
 
+async def test_a_consumer_that_passes_over_gets_its_wider_filter_unasked(
+    conn: NatsConnection,
+) -> None:
+    """An older, narrower filter of a consumer whose reader passes over what it does not apply
+    is widened by the next provisioning; another consumer's filter stays reported drift."""
+    narrow = ("tavern.session.*.user.message", "tavern.session.*.turn.end")
+    older = dataclasses.replace(PROJECTOR, filter_subjects=narrow, passes_over=True)
+    other = dataclasses.replace(PROJECTOR, name="other", filter_subjects=narrow)
+    await provision(conn.js, consumers=[older, other])
+    wide = dataclasses.replace(older, filter_subjects=("tavern.session.>",))
+    report = await provision(
+        conn.js, consumers=[wide, dataclasses.replace(other, filter_subjects=wide.filter_subjects)]
+    )
+    assert "consumer SESSIONS/projector" in report.updated
+    assert [(d.resource, d.field) for d in report.drifted] == [
+        ("consumer SESSIONS/other", "filter_subjects")
+    ]
+    live = (await conn.js.consumer_info("SESSIONS", "projector")).config
+    assert (live.filter_subjects or [live.filter_subject]) == ["tavern.session.>"]
+    assert (await provision(conn.js, consumers=[wide])).ok
+
+
 async def test_a_flag_an_older_provisioning_left_off_is_turned_on(conn: NatsConnection) -> None:
     """An existing SESSIONS stream gets pipelined appends with the next provisioning; a hand
     edit beside it stays reported, not rewritten."""
