@@ -6,6 +6,7 @@ reported as drift and rewritten only on `apply_drift=True` (and only where the s
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
@@ -326,37 +327,45 @@ async def _stream(
         await answered(resource, lambda: js.add_stream(expected))
         return _created(report, resource)
     drifts = compare(resource, stream_fields(spec), expected, info.config)
-    live, turned_on = info.config, [d for d in drifts if turns_on(d)]
-    if turned_on and not apply:
-
-        async def turn_on() -> Any:
-            return (await js.update_stream(with_fixes(live, expected, turned_on))).config
-
-        live = await _unasked(report, resource, turned_on, turn_on) or live
-        if live is not info.config:
-            drifts = [d for d in drifts if d not in turned_on]
-            if not drifts:
-                return
-    fixed = with_fixes(live, expected, drifts)
-    await _settle(report, resource, drifts, apply, lambda: js.update_stream(fixed))
+    unasked = [d for d in drifts if turns_on(d)]
+    change = _Change(report, resource, info.config, expected, js.update_stream)
+    await change.reconcile(drifts, unasked, apply)
 
 
-async def _unasked(
-    report: ProvisionReport,
-    resource: str,
-    drifts: list[Drift],
-    update: Callable[[], Awaitable[Any]],
-) -> Any:
-    """Fix `drifts` that provisioning fixes without being asked; the live config after, or
-    None when the server refused (the drift is then reported as any other)."""
-    try:
-        live = await update()
-    except APIError as exc:
-        log.error("resource_update_refused", resource=resource, error=exc.description)
-        return None
-    log.info("resource_updated_unasked", resource=resource, fields=[d.field for d in drifts])
-    report.updated.append(resource)
-    return live
+@dataclass(frozen=True)
+class _Change:
+    """Bringing one live resource to its expected config; `write` stores a config."""
+
+    report: ProvisionReport
+    resource: str
+    live: Any
+    expected: Any
+    write: Callable[[Any], Awaitable[Any]]
+
+    async def reconcile(self, drifts: list[Drift], unasked: list[Drift], apply: bool) -> None:
+        """Fix the `unasked` drifts at once, then report (or, with `apply`, fix) the rest."""
+        live = self.live
+        if unasked and not apply:
+            changed = await self._unasked(unasked)
+            if changed is not None:
+                live, drifts = changed, [d for d in drifts if d not in unasked]
+                if not drifts:
+                    return
+        fixed = with_fixes(live, self.expected, drifts)
+        await _settle(self.report, self.resource, drifts, apply, lambda: self.write(fixed))
+
+    async def _unasked(self, drifts: list[Drift]) -> Any:
+        """The live config after fixing `drifts`, or None when the server refused (the
+        drift is then reported as any other)."""
+        try:
+            info = await self.write(with_fixes(self.live, self.expected, drifts))
+        except APIError as exc:
+            log.error("resource_update_refused", resource=self.resource, error=exc.description)
+            return None
+        fields = [d.field for d in drifts]
+        log.info("resource_updated_unasked", resource=self.resource, fields=fields)
+        self.report.updated.append(self.resource)
+        return info.config
 
 
 async def _consumer(
@@ -369,19 +378,9 @@ async def _consumer(
         await answered(resource, lambda: js.add_consumer(spec.stream, expected))
         return _created(report, resource)
     drifts = compare(resource, CONSUMER_FIELDS, expected, info.config)
-    live, widened = info.config, [d for d in drifts if widens(d, spec)]
-    if widened and not apply:
-
-        async def widen() -> Any:
-            return (await js.add_consumer(spec.stream, with_fixes(live, expected, widened))).config
-
-        live = await _unasked(report, resource, widened, widen) or live
-        if live is not info.config:
-            drifts = [d for d in drifts if d not in widened]
-            if not drifts:
-                return
-    fixed = with_fixes(live, expected, drifts)
-    await _settle(report, resource, drifts, apply, lambda: js.add_consumer(spec.stream, fixed))
+    unasked = [d for d in drifts if widens(d, spec)]
+    write = functools.partial(js.add_consumer, spec.stream)
+    await _Change(report, resource, info.config, expected, write).reconcile(drifts, unasked, apply)
 
 
 async def _bucket(
