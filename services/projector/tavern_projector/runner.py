@@ -95,7 +95,7 @@ class LiveRunner:
         self.applied = 0
         self.gaps_filled = 0
         self._wanted = sources.matcher(projection.filters)
-        """Its consumer may read more of the stream than it applies (see `catalog.consumer`)."""
+        """Its consumer may read more of the stream than it applies (`catalog.read_through`)."""
         self._last_delivery = 0
         self._owed_through = 0
         """The highest stream seq handed back unapplied (nacked, or failed without an ack):
