@@ -1,8 +1,18 @@
-"""Corrections said in chat, through the real stack: each case of bench/data/contradiction.json is
-an old fact, a correction in natural phrasing and distractor facts about the same subject, told
-to the ledger as user messages, then a question asked over `tavern.rpc.ledger.recall`.
+"""Corrections said in chat, through the real stack. Two sets, told to the ledger as user
+messages, then asked over `tavern.rpc.ledger.recall`:
 
-    .venv/bin/python -m bench.contradiction [--corpus PATH] [--json OUT] [--limit N] [--case ID]
+- the headline: the Letta core-memory dev set (564 contradiction cases in 100 fact worlds, data we
+  did not write; `bench/letta_cases.py` loads it, `bench/contradiction_letta.py` plans and scores
+  it: ten facts, "Correction: <contradicting fact>" in a later session, the case's question from
+  a new chat; goals now and as-of ≥ 95%, distractors kept ≥ 98%);
+- our own corpus, bench/data/contradiction.json: each case an old fact, a correction in natural
+  phrasing and distractor facts about the same subject (below).
+
+    .venv/bin/python -m bench.contradiction [--dataset letta|own|both] [--limit N] [--case ID]
+        [--json OUT] [--verbose] [--corpus PATH] [--letta PATH]
+
+`--verbose` prints every failed case on one line: which checks, what was superseded instead, what
+each recall injected. Our own corpus:
 
 Everything runs with the shipped defaults: the ledger and the consolidator as deployed (no model),
 every session bound to a chat and a character and nothing else. Each case gets its own chats and
@@ -40,14 +50,19 @@ import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if __name__ == "__main__" and not __package__:  # `python bench/contradiction.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.letta_cases import LettaCase
+
+if TYPE_CHECKING:
+    from bench.contradiction_letta import LettaOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT / "bench" / "data" / "contradiction.json"
@@ -70,6 +85,8 @@ VARIANTS = ("same-session", "cross-session")
 GOAL = 95.0
 Role = Literal["distractor", "fact", "correction"]
 Kind = Literal["old", "new", "distractor", "other"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 # --- the corpus ---------------------------------------------------------------------------------
@@ -394,38 +411,82 @@ def _message(said: Said) -> Any:
     )
 
 
-async def tell(nc: Any, p: Plan) -> dict[str, Role]:
-    """Every session and message of the plan into the session logs; returns event id -> role."""
+async def publish(nc: Any, sessions: Sequence[Session], said: Sequence[Said]) -> list[str]:
+    """Every session and its messages into the session logs, each session's log in one append;
+    returns the event id of each message, in the order of `said`."""
     from tavern_runtime.sessionlog import SessionLogWriter
 
     writer = SessionLogWriter(nc)
-    roles: dict[str, Role] = {}
-    for s in p.sessions:
-        messages = [(said, _message(said)) for said in p.said if said.session_id == s.session_id]
+    ids: dict[int, str] = {}
+    for s in sessions:
+        messages = [(i, _message(m)) for i, m in enumerate(said) if m.session_id == s.session_id]
         await writer.append(s.session_id, [_created(s), *(m for _, m in messages)], expected_last=0)
-        roles.update({m.id: said.role for said, m in messages})
-    return roles
+        ids.update({i: m.id for i, m in messages})
+    return [ids[i] for i in range(len(said))]
 
 
-async def evidence_of(nc: Any, p: Plan) -> dict[str, dict[str, Any]]:
-    """Every evidence row the plan's sessions left, in any state, by evidence id."""
+async def tell(nc: Any, p: Plan) -> dict[str, Role]:
+    """Every session and message of the plan into the session logs; returns event id -> role."""
+    ids = await publish(nc, p.sessions, p.said)
+    return {event_id: said.role for event_id, said in zip(ids, p.said, strict=True)}
+
+
+async def gathered(
+    items: Sequence[T], call: Callable[[T], Awaitable[R]], width: int = 8
+) -> list[R]:
+    """`call` on every item, `width` at a time, results in the order of `items`."""
+    gate = asyncio.Semaphore(width)
+
+    async def one(item: T) -> R:
+        async with gate:
+            return await call(item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+ROWS_PER_SESSION = 200
+"""Evidence rows read back per session (the ledger's RPC cap): room for a message that became
+several claims."""
+
+
+async def evidence_of(nc: Any, sessions: Sequence[Session]) -> dict[str, dict[str, Any]]:
+    """Every evidence row the sessions left, in any state, by evidence id."""
     from bench.memory_stack import rpc
 
     found: dict[str, dict[str, Any]] = {}
-    for s in p.sessions:
-        reply = await rpc(nc, "query", {"session_id": s.session_id, "state": "all", "limit": 50})
+    for s in sessions:
+        body = {"session_id": s.session_id, "state": "all", "limit": ROWS_PER_SESSION}
+        reply = await rpc(nc, "query", body)
         found.update({row["evidence_id"]: row for row in reply["items"]})
     return found
 
 
+def states_by_source(
+    rows_by_id: Mapping[str, Mapping[str, Any]], sources: Iterable[str]
+) -> dict[str, list[str]]:
+    """Per source event of `sources`, the states of the evidence rows it left (one row per
+    message, or several claims sharing the message's source event)."""
+    wanted = set(sources)
+    found: dict[str, list[str]] = defaultdict(list)
+    for row in rows_by_id.values():
+        if row.get("source_event_id") in wanted:
+            found[row["source_event_id"]].append(row["state"])
+    return found
+
+
 async def injected(
-    nc: Any, p: Plan, rows_by_id: dict[str, dict[str, Any]], step: int, as_of: datetime | None
+    nc: Any,
+    ask_session: str,
+    question: str,
+    rows_by_id: dict[str, dict[str, Any]],
+    step: int,
+    as_of: datetime | None,
 ) -> list[Item]:
     from bench.memory_stack import rpc
 
     body: dict[str, Any] = {
-        "session_id": p.ask_session,
-        "query": p.case.question,
+        "session_id": ask_session,
+        "query": question,
         "turn": 1,
         "step": step,
         "explain": True,
@@ -458,43 +519,78 @@ async def _inspect(nc: Any, evidence_id: str) -> dict[str, Any]:
 
 
 async def score(nc: Any, p: Plan, roles: Mapping[str, Role]) -> Outcome:
-    rows_by_id = await evidence_of(nc, p)
-    states: dict[str, list[str]] = defaultdict(list)
-    for row in rows_by_id.values():
-        if row.get("source_event_id") in roles:
-            states[row["source_event_id"]].append(row["state"])
-    now = await injected(nc, p, rows_by_id, 1, None)
-    before = await injected(nc, p, rows_by_id, 2, p.as_of)
+    rows_by_id = await evidence_of(nc, p.sessions)
+    states = states_by_source(rows_by_id, roles)
+    now = await injected(nc, p.ask_session, p.case.question, rows_by_id, 1, None)
+    before = await injected(nc, p.ask_session, p.case.question, rows_by_id, 2, p.as_of)
     return outcome(p, roles, states, now, before)
 
 
-async def run(cases: Sequence[Case]) -> tuple[list[Outcome], dict[str, Any]]:
+@dataclass(frozen=True)
+class Runs:
+    """What one run of both sets scored, and what it cost."""
+
+    own: list[Outcome]
+    letta: list[LettaOutcome]
+    extra: dict[str, Any]
+
+
+async def run_sets(cases: Sequence[Case], letta: Sequence[LettaCase]) -> Runs:
+    """Our corpus (both variants) and the Letta cases through one fresh stack: every plan told,
+    ingestion waited for once, then every plan scored."""
+    from bench import contradiction_letta as lb
     from bench.ledger import signed
     from bench.memory_stack import caught_up, memory_stack, observations
 
     t0 = (datetime.now(UTC) - timedelta(days=30)).replace(microsecond=0)
     plans = [plan(c, i, v, t0) for v in VARIANTS for i, c in enumerate(cases)]
+    letta_plans = [lb.plan(c, i, t0) for i, c in enumerate(letta)]
     async with memory_stack() as stack:
         nc = await signed(stack.nats_url)  # the loop for the local owner
         try:
             started = time.perf_counter()
-            roles = [await tell(nc, p) for p in plans]
+            roles = await gathered(plans, lambda p: tell(nc, p))
+            refs = await gathered(letta_plans, lambda p: lb.tell(nc, p))
             await caught_up(nc, stack)
             fed = time.perf_counter() - started
-            print(f"  {len(plans)} plans told and ingested in {fed:.1f} s", flush=True)
-            outcomes = [await score(nc, p, r) for p, r in zip(plans, roles, strict=True)]
+            messages = sum(len(p.said) for p in plans) + sum(len(p.said) for p in letta_plans)
+            print(
+                f"  {len(plans) + len(letta_plans)} plans ({messages} messages) told and "
+                f"ingested in {fed:.1f} s",
+                flush=True,
+            )
+            started = time.perf_counter()
+            own = await gathered(list(zip(plans, roles, strict=True)), lambda pr: score(nc, *pr))
+            pairs = list(zip(letta_plans, refs, strict=True))
+            scored = await gathered(pairs, lambda pr: lb.score(nc, *pr))
+            asked = time.perf_counter() - started
             made = await observations(stack)
         finally:
             await nc.close()
-    return outcomes, {"ingest_s": round(fed, 1), "observations": made}
+    extra = {"ingest_s": round(fed, 1), "score_s": round(asked, 1), "observations": made}
+    return Runs(own, scored, extra)
+
+
+async def run(cases: Sequence[Case]) -> tuple[list[Outcome], dict[str, Any]]:
+    """Our corpus alone."""
+    runs = await run_sets(cases, ())
+    return runs.own, runs.extra
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--dataset", choices=("letta", "own", "both"), default="both")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="our own corpus")
+    parser.add_argument("--letta", type=Path, default=None, help="the Letta dev set (JSONL)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N cases per language")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=0,
+        help="only the first N Letta cases, and our first N per language and expectation",
+    )
     parser.add_argument("--case", action="append", default=[], help="only this case id (repeat)")
+    parser.add_argument("--verbose", action="store_true", help="print every failed case")
     return parser.parse_args(argv)
 
 
@@ -511,7 +607,9 @@ def pick(cases: Sequence[Case], limit: int) -> list[Case]:
     return found
 
 
-def as_json(found: Sequence[Row], outcomes: Sequence[Outcome], extra: Mapping[str, Any]) -> Any:
+def as_json(
+    found: Sequence[Row], outcomes: Sequence[Outcome], extra: Mapping[str, Any]
+) -> dict[str, Any]:
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": "shipped defaults (ledger and consolidator, no model)",
@@ -540,41 +638,107 @@ def as_json(found: Sequence[Row], outcomes: Sequence[Outcome], extra: Mapping[st
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from tavern_runtime.logs import configure_logging
+def explain(o: Outcome) -> str:
+    """One line for a case of our corpus that failed a check: which, and what was injected."""
+    checks = [c for c in CHECKS if getattr(o, c) is False]
+    return (
+        f"{o.case_id} ({o.variant}) failed {','.join(checks)} | now [{' '.join(o.now_kinds)}] "
+        f"as-of [{' '.join(o.as_of_kinds)}]"
+    )
 
-    args = parse_args(argv)
-    configure_logging("bench", level="WARNING")
-    cases = pick(load_corpus(args.corpus), args.limit)
+
+@dataclass(frozen=True)
+class Chosen:
+    own: list[Case]
+    letta: list[LettaCase]
+
+
+def choose(args: argparse.Namespace) -> Chosen | str:
+    """The cases the arguments pick, or why none can run."""
+    from bench.letta_cases import DEFAULT_DATA, load_cases
+    from bench.letta_cases import problems as letta_problems
+
+    own = pick(load_corpus(args.corpus), args.limit) if args.dataset != "letta" else []
+    letta = load_cases(args.letta or DEFAULT_DATA) if args.dataset != "own" else []
+    letta = letta[: args.limit] if args.limit else letta
     if args.case:
-        cases = [c for c in cases if c.id in set(args.case)]
-        unknown = set(args.case) - {c.id for c in cases}
+        wanted = set(args.case)
+        own = [c for c in own if c.id in wanted]
+        letta = [c for c in letta if c.id in wanted]
+        unknown = wanted - {c.id for c in own} - {c.id for c in letta}
         if unknown:
-            print(f"no such case: {', '.join(sorted(unknown))}", file=sys.stderr)
-            return 2
-    unfit = problems(cases)
+            return f"no such case: {', '.join(sorted(unknown))}"
+    unfit = problems(own) + letta_problems(letta)
     if unfit:
-        print("the corpus is unfit:\n  " + "\n  ".join(unfit), file=sys.stderr)
-        return 2
-    langs = {lang: sum(1 for c in cases if c.lang == lang) for lang in LANGS}
-    print(f"{len(cases)} cases ({langs}), variants {', '.join(VARIANTS)}; shipped defaults")
-    started = time.time()
-    outcomes, extra = asyncio.run(run(cases))
-    found = rows(outcomes)
-    print()
-    print(table(found))
-    categories = by_category(outcomes, cases)
+        return "the cases are unfit:\n  " + "\n  ".join(unfit)
+    return Chosen(own, letta)
+
+
+def report_letta(runs: Runs, cases: Sequence[LettaCase], verbose: bool) -> dict[str, Any]:
+    from bench import contradiction_letta as lb
+
+    found = lb.rows(runs.letta)
+    worlds = len({c.world for c in cases})
     print(
-        "\nby category (both languages and variants): "
+        f"\nLetta core-memory dev set (data we did not write): {len(cases)} cases, {worlds} worlds"
+    )
+    print(lb.table(found))
+    failures = [o for o in runs.letta if lb.failed(o)]
+    print(f"{len(failures)} of {len(runs.letta)} cases failed a check")
+    if verbose:
+        by_id = {c.id: c for c in cases}
+        for o in failures:
+            print("  " + lb.explain(o, by_id[o.case_id]))
+    return lb.as_json(found, runs.letta)
+
+
+def report_own(runs: Runs, cases: Sequence[Case], verbose: bool) -> dict[str, Any]:
+    langs = {lang: sum(1 for c in cases if c.lang == lang) for lang in LANGS}
+    found = rows(runs.own)
+    print(f"\nour own corpus: {len(cases)} cases ({langs}), variants {', '.join(VARIANTS)}")
+    print(table(found))
+    categories = by_category(runs.own, cases)
+    print(
+        "by category (both languages and variants): "
         + "; ".join(
             f"{cat} now {v['now']:.0f}% as-of {v['as_of']:.0f}% (n={v['n']})"
             for cat, v in categories.items()
         )
     )
-    print(f"observations distilled meanwhile: {extra['observations']}")
+    if verbose:
+        for o in runs.own:
+            if any(getattr(o, c) is False for c in CHECKS):
+                print("  " + explain(o))
+    return as_json(found, runs.own, {"by_category": categories})
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tavern_runtime.logs import configure_logging
+
+    args = parse_args(argv)
+    configure_logging("bench", level="WARNING")
+    chosen = choose(args)
+    if isinstance(chosen, str):
+        print(chosen, file=sys.stderr)
+        return 2
+    print(
+        f"{len(chosen.letta)} Letta cases, {len(chosen.own)} of our own; shipped defaults "
+        "(ledger and consolidator, no model)"
+    )
+    started = time.time()
+    runs = asyncio.run(run_sets(chosen.own, chosen.letta))
+    figures: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": "shipped defaults (ledger and consolidator, no model)",
+        **runs.extra,
+    }
+    if chosen.letta:
+        figures["letta"] = report_letta(runs, chosen.letta, args.verbose)
+    if chosen.own:
+        figures["own"] = report_own(runs, chosen.own, args.verbose)
+    print(f"\nobservations distilled meanwhile: {runs.extra['observations']}")
     print(f"{time.time() - started:.0f} s, {os.cpu_count()} cpus")
     if args.json:
-        figures = as_json(found, outcomes, {**extra, "by_category": categories})
         args.json.write_text(json.dumps(figures, indent=1))
     return 0
 

@@ -1,5 +1,6 @@
 """The memory benches' harnesses against the real stack (ledger and consolidator as deployed on a
-fresh nats-server and PostgreSQL): a few contradiction cases, and a tiny LoCoMo-shaped chat."""
+fresh nats-server and PostgreSQL): a few contradiction cases of our corpus, two Letta-format cases
+written here (never the Letta data), and a tiny LoCoMo-shaped chat."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bench import contradiction, recall_quality
+from bench.letta_cases import LettaCase
 from bench.recall_quality import Conversation, Question, Turn
 
 pytestmark = pytest.mark.integration
@@ -30,6 +32,47 @@ async def test_the_contradiction_harness_scores_both_variants_of_each_case() -> 
         else:
             assert (o.now, o.as_of, o.old_superseded) == (True, True, True), o
     assert extra["ingest_s"] > 0
+
+
+WORLD = (
+    "Kevin coaches a youth football team in Manchester.",
+    "Kevin has coached youth football for six years.",
+    "Kevin's team trains on Tuesday evenings.",
+    "Mira Holt works as a nurse at the city hospital.",
+    "Mira Holt and Kevin are old school friends.",
+    "Mira Holt keeps two cats.",
+    "Kevin drives a blue van.",
+    "Mira Holt sings in a choir.",
+    "Kevin's brother lives in Cardiff.",
+    "Mira Holt is learning Portuguese.",
+)
+
+
+def _letta(number: int, question: str, new: str, old: int) -> LettaCase:
+    return LettaCase(f"letta-{number:03d}", "w00", question, "", WORLD, new, "", (old,))
+
+
+async def test_the_letta_harness_scores_cases_of_one_world_apart_from_each_other() -> None:
+    cases = [
+        _letta(
+            0,
+            "Where does Kevin coach football?",
+            "Kevin coaches a youth football team in Leeds.",
+            0,
+        ),
+        _letta(1, "How many cats does Mira Holt keep?", "Mira Holt keeps three cats.", 5),
+    ]
+    runs = await contradiction.run_sets([], cases)
+    assert runs.own == []
+    assert [(o.case_id, o.where) for o in runs.letta] == [
+        ("letta-000", "same chat"),
+        ("letta-001", "new chat"),
+    ]
+    for o in runs.letta:
+        assert (o.now, o.as_of, o.old_superseded, o.lost) == (True, True, True, ()), o
+        assert o.superseded == o.supporting  # each case ended its own fact, not the other's
+        assert o.distractors == 9
+    assert runs.extra["ingest_s"] > 0
 
 
 def _turn(dia: str, session: int, text: str, when: datetime) -> Turn:
