@@ -544,7 +544,7 @@ async def run_sets(cases: Sequence[Case], letta: Sequence[LettaCase]) -> Runs:
 
     t0 = (datetime.now(UTC) - timedelta(days=30)).replace(microsecond=0)
     plans = [plan(c, i, v, t0) for v in VARIANTS for i, c in enumerate(cases)]
-    letta_plans = [lb.plan(c, i, t0) for i, c in enumerate(letta)]
+    letta_plans = [lb.plan(c, t0) for c in letta]
     async with memory_stack() as stack:
         nc = await signed(stack.nats_url)  # the loop for the local owner
         try:

@@ -58,11 +58,13 @@ class LettaPlan:
     as_of: datetime
 
 
-def plan(case: LettaCase, index: int, t0: datetime) -> LettaPlan:
+def plan(case: LettaCase, t0: datetime) -> LettaPlan:
+    """Even cases (by their number, so `--case` reproduces a case of the whole run) correct in
+    chat A, odd ones in chat B."""
     prefix = f"lb-{case.id}"
     fixed_at = t0 + timedelta(days=2)
     first = Session(f"{prefix}-a-s1", f"{prefix}-a", prefix, t0)
-    same = index % 2 == 0
+    same = case.number % 2 == 0
     chat = "a-s2" if same else "b-s1"
     opened = fixed_at - timedelta(minutes=1)
     later = Session(f"{prefix}-{chat}", f"{prefix}-{chat[0]}", prefix, opened)

@@ -35,7 +35,9 @@ CORRECTION_PREFIX = "Correction: "
 @dataclass(frozen=True)
 class LettaCase:
     id: str
-    """`letta-<line>`, the case's line in the file (from 0)."""
+    """`letta-<number>`."""
+    number: int
+    """The case's line in the file (from 0): even cases are corrected in the same chat."""
     world: str
     """`w<n>`: the fact world (the same ten facts), numbered in order of first appearance."""
     question: str
@@ -71,6 +73,7 @@ def parse_cases(lines: Sequence[str]) -> list[LettaCase]:
         found.append(
             LettaCase(
                 id=f"letta-{number:03d}",
+                number=number,
                 world=world,
                 question=str(raw["input"]),
                 answer=str(raw["ground_truth"]),

@@ -49,7 +49,7 @@ WORLD = (
 
 
 def _letta(number: int, question: str, new: str, old: int) -> LettaCase:
-    return LettaCase(f"letta-{number:03d}", "w00", question, "", WORLD, new, "", (old,))
+    return LettaCase(f"letta-{number:03d}", number, "w00", question, "", WORLD, new, "", (old,))
 
 
 async def test_the_letta_harness_scores_cases_of_one_world_apart_from_each_other() -> None:

@@ -6,11 +6,13 @@ sharing its source event. Small cases written here, never the Letta data."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from bench.contradiction import Item, states_by_source
+from bench.contradiction import Chosen, Item, choose, parse_args, states_by_source
 from bench.contradiction_letta import (
     CORRECTION,
     LettaOutcome,
@@ -33,6 +35,7 @@ FACTS = (
 )
 APP = LettaCase(
     id="letta-000",
+    number=0,
     world="w00",
     question="Who developed the weather app?",
     answer="Tomas Vell",
@@ -41,17 +44,17 @@ APP = LettaCase(
     contradicting_answer="Ada Brenn",
     supporting=(2,),
 )
-TWO = dataclasses.replace(APP, id="letta-001", supporting=(1, 2))
+TWO = dataclasses.replace(APP, id="letta-001", number=1, supporting=(1, 2))
 
 
 # --- plans --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("index", "where", "chats"), [(0, "same chat", 2), (1, "new chat", 3)])
+@pytest.mark.parametrize(("number", "where", "chats"), [(0, "same chat", 2), (7, "new chat", 3)])
 def test_facts_go_in_session_one_and_the_correction_in_a_later_session_asked_from_a_new_chat(
-    index: int, where: str, chats: int
+    number: int, where: str, chats: int
 ) -> None:
-    p = plan(APP, index, T0)
+    p = plan(dataclasses.replace(APP, number=number), T0)
     first, later, asking = p.sessions
     assert p.where == where
     assert len({s.chat_id for s in p.sessions}) == chats
@@ -70,7 +73,7 @@ def test_facts_go_in_session_one_and_the_correction_in_a_later_session_asked_fro
 
 
 def test_cases_of_the_same_world_get_their_own_chats_and_character() -> None:
-    plans = [plan(dataclasses.replace(APP, id=f"letta-{i:03d}"), i, T0) for i in range(6)]
+    plans = [plan(dataclasses.replace(APP, id=f"letta-{i:03d}", number=i), T0) for i in range(6)]
     characters = {p.sessions[0].character_id for p in plans}
     sessions = [s.session_id for p in plans for s in p.sessions]
     chats = {s.chat_id: p.case.id for p in plans for s in p.sessions}
@@ -98,7 +101,7 @@ def _outcome(
 
 
 def test_a_correction_that_took_scores_everywhere() -> None:
-    o = _outcome(plan(APP, 0, T0), ONE_ROW, _items("eC", "e3"), _items("e2", "e3"))
+    o = _outcome(plan(APP, T0), ONE_ROW, _items("eC", "e3"), _items("e2", "e3"))
     assert (o.now, o.as_of, o.old_superseded, o.lost) == (True, True, True, ())
     assert o.distractors == 3
     assert o.superseded == (2,)
@@ -108,19 +111,19 @@ def test_a_correction_that_took_scores_everywhere() -> None:
 
 def test_the_old_fact_still_injected_fails_now_and_the_correction_in_the_past_fails_as_of() -> None:
     states = {**ONE_ROW, "e2": ["active"]}
-    o = _outcome(plan(APP, 0, T0), states, _items("eC", "e2"), _items("e2", "eC"))
+    o = _outcome(plan(APP, T0), states, _items("eC", "e2"), _items("e2", "eC"))
     assert (o.now, o.as_of, o.old_superseded) == (False, False, False)
     assert failed(o) == ["now", "as_of", "old_superseded"]
 
 
 def test_now_needs_the_correction_injected() -> None:
-    o = _outcome(plan(APP, 0, T0), ONE_ROW, _items("e3", None), _items("e2"))
+    o = _outcome(plan(APP, T0), ONE_ROW, _items("e3", None), _items("e2"))
     assert o.now is False
     assert o.now_refs == ("f3", "other")
 
 
 def test_as_of_needs_every_replaced_fact() -> None:
-    p = plan(TWO, 1, T0)
+    p = plan(TWO, T0)
     states = {**ONE_ROW, "e1": ["superseded"]}
     assert _outcome(p, states, _items("eC"), _items("e1")).as_of is False
     assert _outcome(p, states, _items("eC"), _items("e2", "e1")).as_of is True
@@ -129,7 +132,8 @@ def test_as_of_needs_every_replaced_fact() -> None:
 
 def test_a_distractor_superseded_instead_is_lost_and_named() -> None:
     states = {**ONE_ROW, "e2": ["active"], "e3": ["superseded"]}
-    o = _outcome(plan(APP, 1, T0), states, _items("eC", "e2"), _items("e2"))
+    odd = plan(dataclasses.replace(APP, number=1), T0)
+    o = _outcome(odd, states, _items("eC", "e2"), _items("e2"))
     assert o.lost == (3,)
     assert o.superseded == (3,)
     assert o.old_superseded is False
@@ -142,7 +146,7 @@ def test_a_distractor_superseded_instead_is_lost_and_named() -> None:
 
 def test_a_fact_that_left_no_row_is_neither_kept_nor_superseded() -> None:
     states = {k: v for k, v in ONE_ROW.items() if k not in ("e0", "e2")}
-    o = _outcome(plan(APP, 0, T0), states, _items("eC"), _items("e2"))
+    o = _outcome(plan(APP, T0), states, _items("eC"), _items("e2"))
     assert o.lost == (0,)
     assert o.old_superseded is False
 
@@ -156,14 +160,14 @@ def test_claims_sharing_a_source_event_count_as_their_message() -> None:
         "eC": ["active", "active"],
     }
     now = _items("eC", "eC", "e3")
-    o = _outcome(plan(APP, 0, T0), claims, now, _items("e2", "e2"))
+    o = _outcome(plan(APP, T0), claims, now, _items("e2", "e2"))
     assert (o.now, o.as_of, o.old_superseded, o.lost) == (True, True, True, ())
 
 
 def test_one_claim_left_active_is_not_superseded_and_one_claim_gone_is_not_kept() -> None:
     claims = {**ONE_ROW, "e2": ["superseded", "active"], "e0": ["active", "superseded"]}
     now = _items("eC", "e2")  # the claim still active is injected: the old fact is not out
-    o = _outcome(plan(APP, 0, T0), claims, now, _items("e2"))
+    o = _outcome(plan(APP, T0), claims, now, _items("e2"))
     assert (o.now, o.old_superseded) == (False, False)
     assert o.lost == (0,)
     assert o.superseded == (0, 2)
@@ -181,7 +185,7 @@ def test_states_are_grouped_by_source_event_over_every_row() -> None:
 
 
 def _scored(case: LettaCase, index: int, now: bool, lost: tuple[int, ...]) -> LettaOutcome:
-    p = plan(case, index, T0)
+    p = plan(dataclasses.replace(case, number=index), T0)
     o = _outcome(p, ONE_ROW, _items("eC") if now else _items("e2"), _items("e1", "e2"))
     return dataclasses.replace(o, lost=lost)
 
@@ -198,3 +202,48 @@ def test_rows_count_cases_per_where_and_distractors_per_fact() -> None:
     assert "≥95% MISSED" in text  # now: 66.7%
     assert "≥95% met" in text  # as-of: 100%
     assert "≥98% MISSED" in text  # distractors kept: 87.5%
+
+
+# --- picking cases ------------------------------------------------------------------------------
+
+
+def _letta_file(tmp_path: Path, count: int) -> Path:
+    extra = {
+        "facts": list(FACTS),
+        "contradicting_fact": APP.contradicting_fact,
+        "contradicting_answer": "",
+        "supporting_fact_indices": [2],
+    }
+    line = json.dumps({"input": APP.question, "ground_truth": "", "agent_args": {"extra": extra}})
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join([line] * count), encoding="utf-8")
+    return path
+
+
+def _chosen(tmp_path: Path, *argv: str) -> Chosen | str:
+    return choose(parse_args(["--letta", str(_letta_file(tmp_path, 5)), *argv]))
+
+
+def test_both_sets_run_by_default_and_limit_cuts_each(tmp_path: Path) -> None:
+    found = _chosen(tmp_path, "--limit", "3")
+    assert isinstance(found, Chosen)
+    assert [c.id for c in found.letta] == ["letta-000", "letta-001", "letta-002"]
+    assert len(found.own) == 3 * 4  # three per language and expectation
+    whole = _chosen(tmp_path)
+    assert isinstance(whole, Chosen)
+    assert len(whole.letta) == 5
+
+
+@pytest.mark.parametrize(("dataset", "letta", "own"), [("letta", 5, 0), ("own", 0, 248)])
+def test_dataset_picks_one_set(tmp_path: Path, dataset: str, letta: int, own: int) -> None:
+    found = _chosen(tmp_path, "--dataset", dataset)
+    assert isinstance(found, Chosen)
+    assert (len(found.letta), len(found.own)) == (letta, own)
+
+
+def test_case_picks_from_either_set_and_names_an_unknown_one(tmp_path: Path) -> None:
+    found = _chosen(tmp_path, "--case", "letta-003", "--case", "en-place-02")
+    assert isinstance(found, Chosen)
+    assert [c.id for c in found.letta] == ["letta-003"]
+    assert [c.id for c in found.own] == ["en-place-02"]
+    assert _chosen(tmp_path, "--case", "letta-099") == "no such case: letta-099"

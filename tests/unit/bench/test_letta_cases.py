@@ -52,6 +52,7 @@ LINES = [
 def test_cases_load_with_ids_by_line_worlds_by_facts_and_the_correction_as_said() -> None:
     cases = parse_cases(LINES)
     assert [c.id for c in cases] == ["letta-000", "letta-001", "letta-003", "letta-004"]
+    assert [c.number for c in cases] == [0, 1, 3, 4]
     assert [c.world for c in cases] == ["w00", "w00", "w01", "w00"]
     first = cases[0]
     assert first.facts == tuple(FACTS)
