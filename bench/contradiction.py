@@ -53,6 +53,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -62,7 +63,7 @@ if __name__ == "__main__" and not __package__:  # `python bench/contradiction.py
 from bench.letta_cases import LettaCase
 
 if TYPE_CHECKING:
-    from bench.contradiction_letta import LettaOutcome
+    from bench.contradiction_letta import LettaOutcome, LettaPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT / "bench" / "data" / "contradiction.json"
@@ -411,24 +412,45 @@ def _message(said: Said) -> Any:
     )
 
 
-async def publish(nc: Any, sessions: Sequence[Session], said: Sequence[Said]) -> list[str]:
-    """Every session and its messages into the session logs, each session's log in one append;
-    returns the event id of each message, in the order of `said`."""
+Logs = dict[str, int]
+"""Per session: the log position its appends so far left (absent: not logged yet)."""
+
+
+async def publish(
+    nc: Any, sessions: Sequence[Session], said: Sequence[Said], logs: Logs
+) -> list[str]:
+    """The sessions not logged yet (their creation) and the messages of `said`, each session's
+    in one append after what its log holds; returns the event id of each message of `said`."""
     from tavern_runtime.sessionlog import SessionLogWriter
 
     writer = SessionLogWriter(nc)
     ids: dict[int, str] = {}
     for s in sessions:
         messages = [(i, _message(m)) for i, m in enumerate(said) if m.session_id == s.session_id]
-        await writer.append(s.session_id, [_created(s), *(m for _, m in messages)], expected_last=0)
-        ids.update({i: m.id for i, m in messages})
+        events = [*([] if s.session_id in logs else [_created(s)]), *(m for _, m in messages)]
+        if events:
+            head = logs.get(s.session_id, 0)
+            await writer.append(s.session_id, events, expected_last=head)
+            logs[s.session_id] = head + len(events)
+            ids.update({i: m.id for i, m in messages})
     return [ids[i] for i in range(len(said))]
 
 
-async def tell(nc: Any, p: Plan) -> dict[str, Role]:
-    """Every session and message of the plan into the session logs; returns event id -> role."""
-    ids = await publish(nc, p.sessions, p.said)
-    return {event_id: said.role for event_id, said in zip(ids, p.said, strict=True)}
+def phase(
+    sessions: Sequence[Session], said: Sequence[Said], cutoff: datetime, early: bool
+) -> tuple[list[Session], list[Said]]:
+    """What a plan tells before `cutoff` (`early`: the facts, in the sessions opened by then) or
+    from it on (the correction, and every session)."""
+    opened = [s for s in sessions if not early or s.created < cutoff]
+    return opened, [m for m in said if (m.when < cutoff) == early]
+
+
+async def tell(nc: Any, p: Plan, early: bool, logs: Logs) -> dict[str, Role]:
+    """The plan's sessions and messages of one phase into the session logs; returns event id ->
+    role."""
+    sessions, said = phase(p.sessions, p.said, p.as_of, early)
+    ids = await publish(nc, sessions, said, logs)
+    return {event_id: m.role for event_id, m in zip(ids, said, strict=True)}
 
 
 async def gathered(
@@ -526,6 +548,29 @@ async def score(nc: Any, p: Plan, roles: Mapping[str, Role]) -> Outcome:
     return outcome(p, roles, states, now, before)
 
 
+async def told(
+    nc: Any, stack: Any, plans: Sequence[Plan], letta_plans: Sequence[LettaPlan]
+) -> tuple[list[dict[str, Role]], list[dict[str, int]]]:
+    """Every plan told in two phases, each waited for until ingested: the facts, then the
+    corrections, as a user says them days apart. (Told at once, a batch of facts the ledger
+    retries, after a deadlock say, can come back after the correction that replaces it.)"""
+    from bench import contradiction_letta as lb
+    from bench.memory_stack import caught_up
+
+    logs: Logs = {}
+    roles: list[dict[str, Role]] = [{} for _ in plans]
+    refs: list[dict[str, int]] = [{} for _ in letta_plans]
+    for early in (True, False):
+        own = await gathered(plans, partial(tell, nc, early=early, logs=logs))
+        letta = await gathered(letta_plans, partial(lb.tell, nc, early=early, logs=logs))
+        for role, more_roles in zip(roles, own, strict=True):
+            role.update(more_roles)
+        for ref, more_refs in zip(refs, letta, strict=True):
+            ref.update(more_refs)
+        await caught_up(nc, stack)
+    return roles, refs
+
+
 @dataclass(frozen=True)
 class Runs:
     """What one run of both sets scored, and what it cost."""
@@ -540,7 +585,7 @@ async def run_sets(cases: Sequence[Case], letta: Sequence[LettaCase]) -> Runs:
     ingestion waited for once, then every plan scored."""
     from bench import contradiction_letta as lb
     from bench.ledger import signed
-    from bench.memory_stack import caught_up, memory_stack, observations
+    from bench.memory_stack import memory_stack, observations
 
     t0 = (datetime.now(UTC) - timedelta(days=30)).replace(microsecond=0)
     plans = [plan(c, i, v, t0) for v in VARIANTS for i, c in enumerate(cases)]
@@ -549,9 +594,7 @@ async def run_sets(cases: Sequence[Case], letta: Sequence[LettaCase]) -> Runs:
         nc = await signed(stack.nats_url)  # the loop for the local owner
         try:
             started = time.perf_counter()
-            roles = await gathered(plans, lambda p: tell(nc, p))
-            refs = await gathered(letta_plans, lambda p: lb.tell(nc, p))
-            await caught_up(nc, stack)
+            roles, refs = await told(nc, stack, plans, letta_plans)
             fed = time.perf_counter() - started
             messages = sum(len(p.said) for p in plans) + sum(len(p.said) for p in letta_plans)
             print(

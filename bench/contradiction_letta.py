@@ -24,10 +24,12 @@ from typing import Any, Literal
 
 from bench.contradiction import (
     Item,
+    Logs,
     Said,
     Session,
     evidence_of,
     injected,
+    phase,
     publish,
     states_by_source,
 )
@@ -250,10 +252,13 @@ def as_json(found: Sequence[LettaRow], outcomes: Sequence[LettaOutcome]) -> dict
 # --- the stack ----------------------------------------------------------------------------------
 
 
-async def tell(nc: Any, p: LettaPlan) -> dict[str, int]:
-    """The plan's sessions and messages into the session logs; returns event id -> ref."""
-    ids = await publish(nc, p.sessions, p.said)
-    return dict(zip(ids, p.refs, strict=True))
+async def tell(nc: Any, p: LettaPlan, early: bool, logs: Logs) -> dict[str, int]:
+    """The plan's sessions and messages of one phase into the session logs (the facts, or the
+    correction); returns event id -> ref."""
+    sessions, said = phase(p.sessions, p.said, p.as_of, early)
+    ref_of = dict(zip(p.said, p.refs, strict=True))
+    ids = await publish(nc, sessions, said, logs)
+    return {event_id: ref_of[m] for event_id, m in zip(ids, said, strict=True)}
 
 
 async def score(nc: Any, p: LettaPlan, refs: Mapping[str, int]) -> LettaOutcome:

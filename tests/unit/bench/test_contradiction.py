@@ -22,6 +22,7 @@ from bench.contradiction import (
     classify,
     load_corpus,
     outcome,
+    phase,
     pick,
     plan,
     problems,
@@ -270,3 +271,14 @@ def test_by_category_counts_cases_with_a_now_check() -> None:
         "place": {"now": 50.0, "as_of": 100.0, "n": 2},
         "job": {"now": 100.0, "as_of": 100.0, "n": 1},
     }
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_correction_is_told_after_the_rest_in_both_variants(variant: str) -> None:
+    p = plan(KEVIN, 1, variant, T0)
+    sessions, said = phase(p.sessions, p.said, p.as_of, early=True)
+    assert [m.role for m in said] == ["distractor", "distractor", "fact"]
+    assert sessions == [p.sessions[0]]
+    sessions, said = phase(p.sessions, p.said, p.as_of, early=False)
+    assert [m.role for m in said] == ["correction"]
+    assert sessions == list(p.sessions)

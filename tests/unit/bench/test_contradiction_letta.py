@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.contradiction import Chosen, Item, choose, parse_args, states_by_source
+from bench.contradiction import Chosen, Item, choose, parse_args, phase, states_by_source
 from bench.contradiction_letta import (
     CORRECTION,
     LettaOutcome,
@@ -247,3 +247,15 @@ def test_case_picks_from_either_set_and_names_an_unknown_one(tmp_path: Path) -> 
     assert [c.id for c in found.letta] == ["letta-003"]
     assert [c.id for c in found.own] == ["en-place-02"]
     assert _chosen(tmp_path, "--case", "letta-099") == "no such case: letta-099"
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_the_facts_are_told_first_and_the_correction_with_every_later_session_after(
+    number: int,
+) -> None:
+    p = plan(dataclasses.replace(APP, number=number), T0)
+    first, later, asking = p.sessions
+    sessions, said = phase(p.sessions, p.said, p.as_of, early=True)
+    assert (sessions, said) == ([first], list(p.said[:-1]))
+    sessions, said = phase(p.sessions, p.said, p.as_of, early=False)
+    assert (sessions, said) == ([first, later, asking], [p.said[-1]])
