@@ -11,8 +11,9 @@ messages, then asked over `tavern.rpc.ledger.recall`:
     .venv/bin/python -m bench.contradiction [--dataset letta|own|both] [--limit N] [--case ID]
         [--json OUT] [--verbose] [--corpus PATH] [--letta PATH]
 
-`--verbose` prints every failed case on one line: which checks, what was superseded instead, what
-each recall injected. Our own corpus:
+Both sets are told in two phases, each waited for until ingested: every fact, then every
+correction. `--verbose` prints every failed case on one line: which checks, what was superseded
+instead, what each recall injected. Our own corpus:
 
 Everything runs with the shipped defaults: the ledger and the consolidator as deployed (no model),
 every session bound to a chat and a character and nothing else. Each case gets its own chats and

@@ -2,9 +2,10 @@
 (`bench/contradiction.py` runs it; the cases are `bench/letta_cases.py`'s).
 
 Each case gets its own character and chats, so cases of the same fact world never see each other:
-session 1 of chat A says the ten facts, one user message each, in order (day 0); a later session
-says "Correction: <contradicting fact>" (day 2), in chat A for even cases and in a new chat B for
-odd ones; the question is asked from a new chat C (day 3), now and as of day 1.
+session 1 of chat A says the ten facts, one user message each, in order (day 0); once they are
+ingested, a later session says "Correction: <contradicting fact>" (day 2), in chat A for even
+cases and in a new chat B for odd ones; the question is asked from a new chat C (day 3), now and
+as of day 1.
 
 Scored per case, by source event (a message may have left one evidence row or several claims
 sharing its source event):
