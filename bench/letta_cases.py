@@ -119,10 +119,22 @@ Matcher = Callable[[str, Sequence[str]], Collection[int]]
 
 
 def ledger_matcher(correction: str, facts: Sequence[str]) -> set[int]:
-    """The shipped matcher, the pure function the ledger applies to a spoken correction."""
-    from tavern_ledger.domain.contradiction import Stated, targets
+    """The shipped matcher as the ledger applies it to a spoken correction: each fact cut into
+    claims, the correction's claims judged against them by the sentence model; a fact counts as
+    picked when any of its claims is ended."""
+    from tavern_ledger.domain.contradiction import Stated, contradicted, is_correction
+    from tavern_ledger.domain.segments import FACTUAL, segments
+    from tavern_ledger.embedding import shared_encoder
 
-    return {int(i) for i in targets(correction, [Stated(str(i), f) for i, f in enumerate(facts)])}
+    stated = [
+        Stated(f"{i}:{n}", s.text)
+        for i, fact in enumerate(facts)
+        for n, s in enumerate(segments(fact, is_correction(fact)))
+        if s.kind in FACTUAL
+    ]
+    clauses = [s.text for s in segments(correction, True) if s.kind == "correction"]
+    chosen, _ = contradicted(shared_encoder().embed, correction, clauses, stated)
+    return {int(c.partition(":")[0]) for c in chosen}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from tavern_ledger.domain.facts import outbox_record, state_changed
 from tavern_ledger.domain.records import AuditEntry
 from tavern_ledger.evidence import Conn
 from tavern_ledger.evidence import rows as evidence
-from tavern_ledger.evidence.rows import INDEXED_STATES
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,8 @@ async def commit_change(
 
 
 async def _reindex(conn: Conn, change: lifecycle.Transition) -> None:
-    was = change.from_state in INDEXED_STATES
-    now_indexed = change.to_state in INDEXED_STATES
+    was = evidence.indexed(change.before)
+    now_indexed = evidence.indexed(change.after)
     if was and not now_indexed:
         await evidence.remove_postings(conn, change.before)
     elif now_indexed and not was:

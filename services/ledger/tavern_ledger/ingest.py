@@ -19,6 +19,7 @@ from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig
 from tavern_ledger.domain.ingestion import BatchPlan, BatchPlanner, Incoming
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
+from tavern_ledger.embedding import Embedder, shared_encoder
 from tavern_ledger.errors import translated
 from tavern_ledger.evidence import Conn, ingest
 from tavern_ledger.supersession import apply_spoken_corrections
@@ -95,10 +96,12 @@ class Ingestor:
         extract: ExtractConfig,
         clock: Clock = utc_now,
         creations: Creations | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self._pool, self._consumer = pool, consumer
         self._gate, self._extract, self._clock = gate, extract, clock
         self._creations = creations
+        self._embedder = embedder or shared_encoder()
 
     async def ingest(
         self, parts: Iterable[Sequence[Incoming]], sessions: Collection[str], through: int = 0
@@ -130,7 +133,7 @@ class Ingestor:
         planner = BatchPlanner(known, self._gate, self._extract)
         tally = await self._write_parts(conn, planner, parts)
         # Only rows this transaction inserted: a redelivered correction was applied with its row.
-        await apply_spoken_corrections(conn, tally.inserted, self._clock())
+        await apply_spoken_corrections(conn, tally.inserted, self._clock(), self._embedder)
         await ingest.save_sessions(conn, list(tally.sessions.values()))
         checkpoint = max(tally.last_stream_seq, through)
         if checkpoint:

@@ -1,10 +1,12 @@
-"""Corrections said in conversation, applied where they are ingested: each new correction row
-replaces the earlier statement it clearly contradicts (`domain.contradiction`), in the same
-transaction as the row, with lineage and audit as `ledger correct` writes them. A correction
-that matches nothing stays a new fact beside the old ones; it never takes anything away."""
+"""Corrections said in conversation, applied where they are ingested: the claims of each new
+correcting message end the earlier claims they clearly contradict (`domain.contradiction`,
+judged with the sentence model), in the same transaction as the rows, with lineage and audit as
+`ledger correct` writes them. A correction that matches nothing stays a new claim beside the old
+ones; it never takes anything away."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -12,10 +14,10 @@ from datetime import datetime
 from tavern_ledger import audit
 from tavern_ledger.changes import Actor, commit_change
 from tavern_ledger.domain import lifecycle
-from tavern_ledger.domain.claims import is_directive
-from tavern_ledger.domain.contradiction import Stated, probe_terms, targets
+from tavern_ledger.domain.contradiction import Stated, contradicted, probe_terms
 from tavern_ledger.domain.extract import SESSION_EVENT_INGEST
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
+from tavern_ledger.embedding import Embedder
 from tavern_ledger.evidence import Conn
 from tavern_ledger.evidence import rows as evidence
 from tavern_runtime.logs import get_logger
@@ -23,51 +25,82 @@ from tavern_runtime.logs import get_logger
 log = get_logger(__name__)
 
 
-async def apply_spoken_corrections(conn: Conn, rows: Sequence[EvidenceRow], now: datetime) -> int:
-    """Supersede what the batch's new correction rows contradict; returns how many were."""
-    replaced = 0
+async def apply_spoken_corrections(
+    conn: Conn, rows: Sequence[EvidenceRow], now: datetime, embedder: Embedder
+) -> int:
+    """End what the batch's new correcting messages contradict; returns how many claims."""
+    messages = {r.id: r for r in rows if r.claim_kind == "message"}
+    groups: dict[str, list[EvidenceRow]] = {}
     for row in rows:
-        if _spoken_correction(row):
-            replaced += await _apply(conn, row, now)
+        if _spoken_correction(row) and row.claim_of in messages:
+            groups.setdefault(row.claim_of, []).append(row)
+    replaced = 0
+    for message_id, claims in groups.items():
+        replaced += await _apply(conn, messages[message_id], claims, now, embedder)
     return replaced
 
 
 def _spoken_correction(row: EvidenceRow) -> bool:
-    """A correction of fact said in conversation. A corrected directive ("不对, 要用四个空格")
-    replaces nothing here: the rules channel drafts rules from those, said again and again."""
+    """A claim correcting a fact, said in conversation. A corrected directive replaces nothing
+    here: the rules channel drafts rules from directives said again and again."""
     return (
-        row.source_class == "user_correction"
+        row.claim_kind == "correction"
         and row.state == "active"
         and row.ingest == SESSION_EVENT_INGEST
-        and not is_directive(row.content)
     )
 
 
-async def _apply(conn: Conn, row: EvidenceRow, now: datetime) -> int:
-    found = await evidence.statements_before(conn, row, probe_terms(row.content))
+async def _apply(
+    conn: Conn,
+    message: EvidenceRow,
+    claims: Sequence[EvidenceRow],
+    now: datetime,
+    embedder: Embedder,
+) -> int:
+    found = await evidence.statements_before(conn, claims[0], probe_terms(message.content))
     # A person corrects what they said themselves: in a chat of several people (`user:<name>`
-    # labels) another speaker's statement is not theirs to replace.
-    stated = [
-        s for s in found if s.source_label == row.source_label and not is_directive(s.content)
-    ]
-    chosen = targets(row.content, [Stated(s.id, s.content) for s in stated])
+    # labels) another speaker's claim is not theirs to end.
+    stated = [s for s in found if s.source_label == message.source_label]
+    if not stated:
+        return 0
+    chosen, similarity = await asyncio.to_thread(
+        contradicted,
+        embedder.embed,
+        message.content,
+        [c.content for c in claims],
+        [Stated(s.id, s.content) for s in stated],
+    )
     if not chosen:
         return 0
-    actor = Actor("user", f"correction said in session {row.session_id}")
+    actor = Actor("user", f"correction said in session {message.session_id}")
     by_id = {s.id: s for s in stated}
+    column = {s.id: j for j, s in enumerate(stated)}
+    ended: dict[str, list[str]] = {}
     for target_id in chosen:
-        change = lifecycle.apply(by_id[target_id], "supersede", now, at=row.observed_at)
-        await commit_change(conn, change, "supersede", actor, now, replaced_by=row.id)
+        # The clause nearest in meaning carries the lineage (the first when the whole is).
+        rows = similarity[1:]
+        best = max(range(len(claims)), key=lambda i: rows[i][column[target_id]])
+        ended.setdefault(claims[best].id, []).append(target_id)
+        change = lifecycle.apply(by_id[target_id], "supersede", now, at=message.observed_at)
+        await commit_change(conn, change, "supersede", actor, now, replaced_by=claims[best].id)
+    for claim in claims:
+        if claim.id in ended:
+            await _record_lineage(conn, claim, ended[claim.id], actor, now)
+    log.info("spoken_correction_applied", session_id=message.session_id, superseded=len(chosen))
+    return len(chosen)
+
+
+async def _record_lineage(
+    conn: Conn, claim: EvidenceRow, chosen: Sequence[str], actor: Actor, now: datetime
+) -> None:
     lineage = replace(
-        row,
-        supersedes=tuple(dict.fromkeys((*row.supersedes, *chosen))),
-        valid_from=row.valid_from or row.observed_at,
+        claim,
+        supersedes=tuple(dict.fromkeys((*claim.supersedes, *chosen))),
+        valid_from=claim.valid_from or claim.observed_at,
         updated_at=now,
     )
     await evidence.save_change(conn, lineage)
     await audit.append_one(conn, _correct_entry(lineage, chosen, actor))
-    log.info("spoken_correction_applied", session_id=row.session_id, superseded=len(chosen))
-    return len(chosen)
 
 
 def _correct_entry(row: EvidenceRow, chosen: Sequence[str], actor: Actor) -> AuditEntry:
@@ -81,7 +114,8 @@ def _correct_entry(row: EvidenceRow, chosen: Sequence[str], actor: Actor) -> Aud
             "contentHash": row.content_hash,
             "state": row.state,
             "corrects": list(chosen),
-            "matched_by": "rules",
+            "matched_by": "meaning",
+            "claim_of": row.claim_of,
             "session_id": row.session_id,
             "source_event_id": row.source_event_id,
         },

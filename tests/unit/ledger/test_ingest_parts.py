@@ -71,20 +71,27 @@ def test_a_prepared_part_indexes_readable_rows_and_keeps_refusals() -> None:
     plan = plan_batch(batch(), {}, GateConfig())
     prepared = prepare(plan, T0)
     ids = [row.id for row in prepared.rows]
-    states = {row.id: row.state for row in prepared.rows}
+    rows = {row.id: row for row in prepared.rows}
     postings_ids, _, _, postings_terms = prepared.args[27:31]
     audit_evidence_ids, dedupe_keys = prepared.args[31], prepared.args[39]
     fact_evidence_ids, fact_ids = prepared.args[40], prepared.args[41]
-    assert sorted(states.values()) == ["active", "active", "quarantined"]
-    assert postings_ids == [i for i in ids if states[i] == "active"]
-    assert postings_terms == [
-        " ".join(terms(r.content)) for r in prepared.rows if r.state == "active"
+    # A person's message is kept whole and cut into claims; the subagent's text is one row.
+    kinds = sorted((r.state, r.claim_kind) for r in prepared.rows)
+    assert kinds == [
+        ("active", ""),
+        ("active", "fact"),
+        ("active", "message"),
+        ("quarantined", "directive"),
+        ("quarantined", "message"),
     ]
+    readable = [i for i in ids if rows[i].state == "active" and rows[i].claim_kind != "message"]
+    assert postings_ids == readable
+    assert postings_terms == [" ".join(terms(rows[i].content)) for i in readable]
     assert audit_evidence_ids == [*ids, None]  # one append audit per row, then the refusal
-    assert dedupe_keys[:3] == [None, None, None]
-    assert dedupe_keys[3].startswith("ingest:")
+    assert dedupe_keys[:5] == [None] * 5
+    assert dedupe_keys[5].startswith("ingest:")
     assert fact_evidence_ids == fact_ids == ids
-    assert prepared.audits == 4
+    assert prepared.audits == 6
 
 
 def test_a_term_holding_a_space_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,9 @@ becomes an evidence row (and in which state), or is refused with the reasons to 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from tavern_ledger.domain.claims import claim_domain
 from tavern_ledger.domain.extract import Draft
 from tavern_ledger.domain.gates import GateConfig, GateVerdict, write_gate
 from tavern_ledger.domain.ids import (
@@ -14,7 +15,8 @@ from tavern_ledger.domain.ids import (
     js_json,
     session_source_ref,
 )
-from tavern_ledger.domain.records import AuditEntry, EvidenceRow
+from tavern_ledger.domain.records import AuditEntry, EvidenceRow, claim_id
+from tavern_ledger.domain.segments import MESSAGE, Segment, segments
 from tavern_ledger.domain.text import estimate_tokens
 from tavern_ledger.domain.vocabulary import TRUSTED_INGESTS, consistency_error
 
@@ -53,6 +55,44 @@ def admit_draft(draft: Draft, scope_id: str, config: GateConfig) -> Admitted | R
     untrusted = () if draft.ingest in TRUSTED_INGESTS else (f"ingest:untrusted:{draft.ingest}",)
     state = "quarantined" if verdict.action == "quarantine" or untrusted else "active"
     return Admitted(_row(draft, scope_id, verdict, state), verdict, verdict.reasons + untrusted)
+
+
+PEOPLE = frozenset({"user_input", "user_correction"})
+"""Source classes of a person's own words: their messages are cut into claims."""
+
+
+def with_claims(message: Admitted) -> list[Admitted]:
+    """A person's admitted message and its claims: the message is kept whole as evidence
+    (never recalled), each claim is a row of its own that cites it (`metadata.claim.of`) and
+    shares its state, gate findings and origin. Other evidence is its own single claim."""
+    row = message.row
+    if row.source_class not in PEOPLE or row.ingest not in TRUSTED_INGESTS:
+        return [message]
+    parts = segments(row.content, correction=row.source_class == "user_correction")
+    kept = replace(row, metadata={**row.metadata, "claim": {"kind": MESSAGE, "claims": len(parts)}})
+    claims = [replace(message, row=_claim_row(kept, n, part)) for n, part in enumerate(parts, 1)]
+    return [replace(message, row=kept), *claims]
+
+
+def _claim_row(message: EvidenceRow, n: int, part: Segment) -> EvidenceRow:
+    corrects = part.kind == "correction"
+    digest = content_hash(part.text)
+    claim: dict[str, object] = {"kind": part.kind, "of": message.id, "n": n}
+    if part.said != part.text:
+        claim["said"] = part.said
+    return replace(
+        message,
+        id=claim_id(message.source_ref, n, digest),
+        source_class="user_correction" if corrects else "user_input",
+        authority="user_correction" if corrects else "user_explicit",
+        claim_domain=claim_domain(part.text) if part.kind == "directive" else "user_fact",
+        content=part.text,
+        content_hash=digest,
+        confidence=1.0 if corrects else message.confidence,
+        durability=0.9 if corrects else message.durability,
+        tokens=estimate_tokens(part.text),
+        metadata={"claim": claim},
+    )
 
 
 def _row(draft: Draft, scope_id: str, verdict: GateVerdict, state: str) -> EvidenceRow:

@@ -60,7 +60,7 @@ _HEAD = 240
 @lru_cache(maxsize=4096)
 def claim_kind(text: str) -> ClaimKind:
     """`directive` when the text tells the assistant how to behave, else `statement`."""
-    head = _strip_marker(text[:_HEAD])
+    head = strip_marker(text[:_HEAD])
     if _IMPERATIVE.match(head) or _DIRECTED.search(head):
         return "directive"
     if _ZH_IMPERATIVE.match(head) or _ZH_DIRECTED.search(head):
@@ -79,7 +79,7 @@ _MARKER = re.compile(
 )
 
 
-def _strip_marker(text: str) -> str:
+def strip_marker(text: str) -> str:
     """A leading "Correction:" or "更正：" says nothing of what follows."""
     return _MARKER.sub("", text, count=1)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tavern_events.envelope import SessionEvent
 from tavern_events.session import SessionCreated
-from tavern_ledger.domain.admission import Admitted, Refused, admit_draft
+from tavern_ledger.domain.admission import Admitted, Refused, admit_draft, with_claims
 from tavern_ledger.domain.extract import (
     ExtractConfig,
     SessionFacts,
@@ -104,6 +104,6 @@ def _decide(
         return
     seen.add(key)
     if isinstance(outcome, Admitted):
-        plan.admitted.append(outcome)
+        plan.admitted.extend(with_claims(outcome))
     else:
         plan.refused.append(outcome)

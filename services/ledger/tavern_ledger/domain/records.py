@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tavern_ledger.domain.ids import sha256_hex
+from tavern_ledger.domain.segments import HELD
+
 
 @dataclass(frozen=True)
 class EvidenceRow:
@@ -39,6 +42,25 @@ class EvidenceRow:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+    @property
+    def claim_kind(self) -> str:
+        """What the row is as a claim (`message`, `fact`, `question`, ...); empty for evidence
+        that is not a person's words (a tool's output) or was stored before claims."""
+        claim = self.metadata.get("claim")
+        return str(claim.get("kind", "")) if isinstance(claim, dict) else ""
+
+    @property
+    def claim_of(self) -> str | None:
+        """The evidence id of the message a claim was cut from."""
+        claim = self.metadata.get("claim")
+        found = claim.get("of") if isinstance(claim, dict) else None
+        return str(found) if found else None
+
+    @property
+    def recallable(self) -> bool:
+        """Recall may read it: not a whole message, a question or small talk."""
+        return self.claim_kind not in HELD
 
     @property
     def valid_start(self) -> datetime:
@@ -77,3 +99,9 @@ class AuditEntry:
     payload: dict[str, Any] | None = None
     dedupe_key: str | None = None
     ts: datetime | None = None
+
+
+def claim_id(message_source_ref: str, n: int, hash_of_content: str) -> str:
+    """`ev_` + sha256(sourceRef + '|claim:' + n + '|' + contentHash)[:24]: the `n`th claim of
+    the message at `sourceRef` (so a redelivery or a replay cuts the same rows)."""
+    return "ev_" + sha256_hex(f"{message_source_ref}|claim:{n}|{hash_of_content}")[:24]

@@ -72,7 +72,7 @@ class PreparedPart:
 def prepare_part(admitted: Sequence[Admission], refusals: Sequence[AuditEntry]) -> PreparedPart:
     """The statement of one part: built while the previous part is still being written."""
     rows = [a.row for a in admitted]
-    indexed = [r for r in rows if r.state in evidence.INDEXED_STATES]
+    indexed = [r for r in rows if evidence.indexed(r)]
     audits = [(a.row.id, a.audit) for a in admitted] + [(None, e) for e in refusals]
     postings = [
         [r.id for r in indexed],

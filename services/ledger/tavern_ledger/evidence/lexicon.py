@@ -6,6 +6,7 @@ from __future__ import annotations
 from tavern_ledger.domain.claims import CLAIMS_VERSION, claim_domain
 from tavern_ledger.domain.text import TERMS_VERSION, terms
 from tavern_ledger.evidence import Conn
+from tavern_ledger.evidence.rows import RECALLABLE
 
 BATCH = 2000
 
@@ -24,7 +25,7 @@ async def rebuild_postings(conn: Conn, version: int = TERMS_VERSION) -> int | No
         batch: list[tuple[str, str, object, str]] = []
         async for row in conn.cursor(
             "SELECT id, scope_id, observed_at, content FROM ledger.evidence "
-            "WHERE state IN ('active', 'superseded')",
+            f"WHERE state IN ('active', 'superseded') AND {RECALLABLE}",
             prefetch=BATCH,
         ):
             scope, at, evidence_id = row["scope_id"], row["observed_at"], row["id"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from tavern_ledger.domain.lifecycle import upcast_review_status
 from tavern_ledger.domain.records import EvidenceRow
+from tavern_ledger.domain.segments import FACTUAL
 from tavern_ledger.domain.text import terms
 from tavern_ledger.evidence import Conn
 
@@ -47,6 +48,14 @@ RETURNING id
 
 INDEXED_STATES = frozenset({"active", "superseded"})
 """States whose rows recall may read, so the lexical index holds their postings."""
+RECALLABLE = "coalesce(claim_kind, '') NOT IN ('message', 'question', 'chatter')"
+"""The rows recall may read as memory (`EvidenceRow.recallable`), as SQL over `ledger.evidence`:
+not a person's whole message (its claims are read), nor a question or small talk."""
+
+
+def indexed(row: EvidenceRow) -> bool:
+    """The lexical index holds the row's postings: recall may read it in its state."""
+    return row.state in INDEXED_STATES and row.recallable
 
 
 def columns(rows: Sequence[EvidenceRow]) -> list[list[Any]]:
@@ -90,7 +99,7 @@ async def insert(conn: Conn, rows: Sequence[EvidenceRow]) -> list[EvidenceRow]:
     found = await conn.fetch(INSERT, *columns(rows))
     fresh = {r["id"] for r in found}
     inserted = [r for r in rows if r.id in fresh]
-    await add_postings(conn, [r for r in inserted if r.state in INDEXED_STATES])
+    await add_postings(conn, [r for r in inserted if indexed(r)])
     return inserted
 
 
@@ -178,13 +187,15 @@ async def save_change(conn: Conn, row: EvidenceRow) -> None:
 STATEMENT_PROBES = 400
 """Postings read per correction: the newest holding any of its terms (or its classes' words)."""
 RECENT_STATEMENTS = 60
+FACTUAL_SQL = ", ".join(f"'{kind}'" for kind in sorted(FACTUAL))
 
 
 async def statements_before(
     conn: Conn, row: EvidenceRow, probe_terms: Sequence[str]
 ) -> list[EvidenceRow]:
-    """Active statements of people in `row`'s scope from before it that a correction may
-    replace: those holding one of `probe_terms`, and the scope's most recent ones."""
+    """Active claims of fact of people in `row`'s scope from before it that a correction may
+    end (never another claim of its own message): those holding one of `probe_terms`, and the
+    scope's most recent ones."""
     found = await conn.fetch(
         f"""
         WITH probed AS (
@@ -194,19 +205,20 @@ async def statements_before(
         ), recent AS (
             SELECT id FROM ledger.evidence
             WHERE scope_id = $1 AND state = 'active' AND observed_at <= $3
-              AND source_class IN ('user_input', 'user_correction')
+              AND {RECALLABLE} AND claim_kind IN ({FACTUAL_SQL})
             ORDER BY observed_at DESC LIMIT {RECENT_STATEMENTS}
         )
         SELECT {COLUMNS} FROM ledger.evidence
         WHERE id IN (SELECT id FROM probed UNION SELECT id FROM recent)
           AND scope_id = $1 AND state = 'active' AND id <> $2 AND observed_at <= $3
-          AND source_class IN ('user_input', 'user_correction')
+          AND claim_kind IN ({FACTUAL_SQL}) AND claim_of IS DISTINCT FROM $5
         ORDER BY observed_at, id
         """,
         row.scope_id,
         row.id,
         row.observed_at,
         list(probe_terms),
+        row.claim_of,
     )
     return [row_of(r) for r in found]
 

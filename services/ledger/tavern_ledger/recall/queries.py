@@ -77,11 +77,13 @@ near AS (
     CROSS JOIN LATERAL (
         (SELECT b.id FROM ledger.evidence b
          WHERE b.scope_id = $1 AND b.session_id = t.session_id AND b.state IN ({states})
+           AND coalesce(b.claim_kind, '') NOT IN ('message', 'question', 'chatter')
            AND (b.observed_at, b.position) < (t.observed_at, t.position)
          ORDER BY b.observed_at DESC, b.position DESC LIMIT 1)
         UNION ALL
         (SELECT a.id FROM ledger.evidence a
          WHERE a.scope_id = $1 AND a.session_id = t.session_id AND a.state IN ({states})
+           AND coalesce(a.claim_kind, '') NOT IN ('message', 'question', 'chatter')
            AND (a.observed_at, a.position) > (t.observed_at, t.position)
          ORDER BY a.observed_at ASC, a.position ASC LIMIT 1)
     ) nb
@@ -99,6 +101,7 @@ FROM (SELECT evidence_id, nullif(array_remove(array_agg(DISTINCT neighbour_of), 
       FROM ids GROUP BY evidence_id) ids
 CROSS JOIN LATERAL (SELECT * FROM ledger.evidence x WHERE x.id = ids.evidence_id LIMIT 1) e
 WHERE e.scope_id = $1 AND e.state IN ('active', 'superseded')
+  AND coalesce(e.claim_kind, '') NOT IN ('message', 'question', 'chatter')
 """
 
 
@@ -142,11 +145,13 @@ WITH {head}
 in_session AS (
     SELECT id AS evidence_id FROM ledger.evidence
     WHERE scope_id = $1 AND session_id = $3 AND state = 'active'
+      AND coalesce(claim_kind, '') NOT IN ('message', 'question', 'chatter')
     ORDER BY observed_at DESC LIMIT {int(shape.recent)}
 ),
 in_scope AS (
     SELECT id AS evidence_id FROM ledger.evidence
     WHERE scope_id = $1 AND state = 'active'
+      AND coalesce(claim_kind, '') NOT IN ('message', 'question', 'chatter')
     ORDER BY observed_at DESC LIMIT {int(shape.recent)}
 ),
 ids AS (
@@ -175,6 +180,7 @@ WITH {head}
 recent AS (
     SELECT id AS evidence_id FROM ledger.evidence
     WHERE scope_id = $1 AND state IN ('active', 'superseded') AND observed_at <= $3
+      AND coalesce(claim_kind, '') NOT IN ('message', 'question', 'chatter')
     ORDER BY observed_at DESC LIMIT {int(shape.recent)}
 ),
 ids AS (
