@@ -32,6 +32,11 @@ class EvidenceOrigin(Model):
     call_id: CallId | None = None
 
 
+ClaimKind = Literal[
+    "message", "fact", "preference", "directive", "question", "chatter", "correction"
+]
+
+
 class EvidenceAppendedPayload(Payload):
     evidence_id: Id
     content_hash: Sha256Hex
@@ -49,6 +54,13 @@ class EvidenceAppendedPayload(Payload):
     observed_at: UtcDatetime | None = None
     """When the evidence was said or returned (its session event's time), not when the ledger
     stored it; absent in facts written before it was carried."""
+    claim_kind: ClaimKind | None = None
+    """What the row is as a claim: `message` (a person's whole message, kept as evidence and
+    never recalled), or one claim cut from it (`fact`, `preference`, `directive`, `question`,
+    `chatter`, `correction`); absent for evidence that is not a person's words, and in facts
+    written before claims."""
+    claim_of: Id | None = None
+    """The evidence id of the message a claim was cut from."""
 
 
 class EvidenceAppended(LedgerFact):

@@ -33,7 +33,7 @@ from tavern_ledger.domain.ingestion import Incoming
 from tavern_ledger.domain.limits import Caps, RateLimiter
 from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.errors import StoreUnavailable
-from tavern_ledger.evidence import lexicon
+from tavern_ledger.evidence import claimcut, lexicon
 from tavern_ledger.ingest import Ingestor
 from tavern_ledger.recall.recaller import Recaller, RecallSettings
 from tavern_ledger.relay import Relay
@@ -200,11 +200,14 @@ class Ledger:
         self.consumer.start(self._broker.connection, self.js())
 
     async def _rebuild_postings(self) -> None:
-        """Postings made by an older tokeniser are rebuilt, and claims filed by older rules
-        filed again, before ingestion adds new rows."""
+        """Postings made by an older tokeniser are rebuilt, claims filed by older rules filed
+        again, and messages stored before claims cut into claims, before ingestion adds rows."""
         async with self.pool().acquire() as conn:
             indexed = await lexicon.rebuild_postings(conn)
             reclassified = await lexicon.reclassify_claims(conn)
+            cut = await claimcut.cut_stored_messages(conn)
+        if cut is not None:
+            log.info("claims_cut", messages=cut)
         if indexed is not None:
             log.info("postings_rebuilt", rows=indexed)
         if reclassified is not None:

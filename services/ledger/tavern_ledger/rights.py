@@ -19,6 +19,7 @@ from tavern_ledger.domain.facts import evidence_appended, outbox_record
 from tavern_ledger.domain.gates import GateConfig, write_gate
 from tavern_ledger.domain.portability import iso
 from tavern_ledger.domain.records import AuditEntry, EvidenceRow
+from tavern_ledger.domain.segments import MESSAGE
 from tavern_ledger.errors import InvalidTransition, NotFound
 from tavern_ledger.evidence import Conn, observations
 from tavern_ledger.evidence import rows as evidence
@@ -61,6 +62,8 @@ def evidence_view(row: EvidenceRow, clip: int = CLIP_CHARS) -> dict[str, Any]:
         "supersedes": list(row.supersedes),
         "flags": list(row.flags),
         "metadata": row.metadata,
+        "claim_kind": row.claim_kind or None,
+        "claim_of": row.claim_of,
     }
 
 
@@ -108,6 +111,8 @@ class Rights:
             audit_id = await commit_change(conn, change, op, actor, now)
             if op == "rollback" and row.state == "superseded":
                 await _revoke_replacements(conn, row.id, now)
+            if row.claim_kind == MESSAGE and op in CASCADED:
+                await _cascade(conn, row.id, op, actor, now)
         return {
             "evidence_id": evidence_id,
             "from_state": change.from_state,
@@ -212,6 +217,20 @@ class Rights:
         async with connection(self._pool) as conn:
             items = await audit.query(conn, **filters)
         return {"items": items, "count": len(items)}
+
+
+CASCADED = frozenset({"quarantine", "release", "redact", "delete"})
+"""What is done to a person's message is done to the claims cut from it: a message redacted or
+deleted leaves no claim that still holds its words."""
+
+
+async def _cascade(conn: Conn, message_id: str, op: str, actor: Actor, now: datetime) -> None:
+    for claim in await evidence.claims_of(conn, message_id):
+        try:
+            change = lifecycle.apply(claim, op, now, reason=actor.reason)
+        except lifecycle.TransitionRefused:
+            continue  # a claim already in that state (or ended otherwise) stays as it is
+        await commit_change(conn, change, op, actor, now)
 
 
 def _readable(row: EvidenceRow) -> Readable:

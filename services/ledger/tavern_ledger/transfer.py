@@ -131,6 +131,7 @@ class Transfer:
                 if raw.strip():
                     await self._import_line(conn, req, number, raw, report)
             await portable.sync_audit_sequence(conn)
+            await portable.relink_claims(conn, report.renamed, [r.id for r in report.facts])
             facts = [outbox_record(evidence_appended(r, now, actor.name)) for r in report.facts]
             await outbox.enqueue(conn, facts)
             await audit.append_one(conn, _import_audit(report, actor, req.scope_id))
@@ -188,7 +189,9 @@ class Transfer:
         known = {r.id: r.scope_id for r in await evidence.get_many(conn, targets)}
         kept, refused = imports.supersession(row, report.renamed, known)
         row = replace(row, supersedes=kept)
-        existing = await evidence.by_content_hash(conn, row.content_hash, row.scope_id)
+        existing = await evidence.by_content_hash(
+            conn, row.content_hash, row.scope_id, claim=row.claim_of is not None
+        )
         if existing is not None:
             report.renamed[original] = existing
             return False

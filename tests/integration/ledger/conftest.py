@@ -60,10 +60,15 @@ class LedgerBus:
         found: dict[str, Any] = json.loads(reply.data)
         return found
 
-    async def evidence(self, **where: Any) -> list[dict[str, Any]]:
-        clauses = " AND ".join(f"{k} = ${i}" for i, k in enumerate(where, start=1)) or "true"
+    async def evidence(self, *, claims: bool = False, **where: Any) -> list[dict[str, Any]]:
+        """Rows matching `where`: people's messages kept whole and other evidence, or with
+        `claims` only the claims cut from messages (in order)."""
+        clauses = [f"{k} = ${i}" for i, k in enumerate(where, start=1)]
+        clauses.append("claim_of IS NOT NULL" if claims else "claim_of IS NULL")
         rows = await self.db.fetch(
-            f"SELECT * FROM ledger.evidence WHERE {clauses} ORDER BY observed_at", *where.values()
+            f"SELECT * FROM ledger.evidence WHERE {' AND '.join(clauses)} "
+            "ORDER BY observed_at, (metadata -> 'claim' ->> 'n')::int NULLS FIRST",
+            *where.values(),
         )
         return [dict(r) for r in rows]
 

@@ -15,6 +15,8 @@ from tavern_consolidator.domain.feedback import (
     stale_views,
     suspect,
 )
+from tavern_consolidator.domain.records import Evidence
+from tavern_ledger.domain.claims import claim_domain
 from tavern_ledger.domain.ids import rule_id as ledger_rule_id
 from tests.unit.consolidator.builders import T0, evidence
 
@@ -31,14 +33,19 @@ def test_every_explicit_prefix_is_recognised_in_either_colon_and_any_case() -> N
     assert explicit_body("  rule:  keep it short ") == "keep it short"
 
 
+def directive(n: int, text: str, **kw: object) -> Evidence:
+    """A person's directive as the ledger files it (claim domain from its text)."""
+    return evidence(n, text, domain=claim_domain(text), **kw)  # type: ignore[arg-type]
+
+
 def test_prefixed_first_then_repeated_corrections_at_most_three_and_never_twice() -> None:
     repeated = "不对，缩进要用四个空格而不是两个空格或者制表符"
     rows = [
-        evidence(1, repeated + "，一", authority="user_correction"),
-        evidence(2, "记住：配置和代码分开放"),
-        evidence(3, repeated + "，二", authority="user_correction"),
-        evidence(4, "rule: no globals", at=T0 - timedelta(days=8)),  # outside the window
-        evidence(5, "remember: run the tests", authority="external_information"),
+        directive(1, repeated + "，一", authority="user_correction"),
+        directive(2, "记住：配置和代码分开放"),
+        directive(3, repeated + "，二", authority="user_correction"),
+        directive(4, "rule: no globals", at=T0 - timedelta(days=8)),  # outside the window
+        directive(5, "remember: run the tests", authority="external_information"),
     ]
     found = candidates(rows, frozenset(), NOW, 7)
     assert [(c.evidence.id[-1], c.gate) for c in found] == [
@@ -46,6 +53,16 @@ def test_prefixed_first_then_repeated_corrections_at_most_three_and_never_twice(
         ("3", "repeated-2x"),
     ]
     assert candidates(rows, frozenset({rows[1].id}), NOW, 7)[0].evidence.id == rows[2].id
+
+
+def test_a_correction_of_a_fact_never_becomes_a_rule_draft() -> None:
+    text = "Correction: my sister lives in Lisbon now, not Porto."
+    rows = [
+        evidence(1, text, authority="user_correction", domain=claim_domain(text)),
+        evidence(2, text, authority="user_correction", domain=claim_domain(text)),
+    ]
+    assert claim_domain(text) == "user_fact"
+    assert candidates(rows, frozenset(), NOW, 7) == []
 
 
 def test_a_correction_overlapping_an_active_rule_is_a_suspect_unless_it_is_short() -> None:
@@ -59,7 +76,7 @@ def test_a_correction_overlapping_an_active_rule_is_a_suspect_unless_it_is_short
 
 
 def test_drafts_share_the_ledger_rule_id_and_long_rules_are_flagged() -> None:
-    [c] = candidates([evidence(1, "记住：配置和代码分开放")], frozenset(), NOW, 7)
+    [c] = candidates([directive(1, "记住：配置和代码分开放")], frozenset(), NOW, 7)
     d = draft("c1", c)
     assert (
         d.id == ledger_rule_id("c1", "habit", "配置和代码分开放") == rule_id("c1", "habit", d.text)

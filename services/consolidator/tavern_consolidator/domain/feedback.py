@@ -32,6 +32,9 @@ SAFE_CHARS = 40
 SAFETY_MARK = "⚠ over the 40-character safety line (may be dropped whole)"
 DEFAULT_DOMAIN = "habit"
 RULE_AUTHORITIES = frozenset({"user_correction", "user_explicit"})
+DIRECTIVE_DOMAINS = frozenset({"style", "user_preference"})
+"""Only a directive to the assistant becomes a rule draft: a correction of a fact about the
+person or their world ("Correction: my sister lives in Lisbon") is memory, never a rule."""
 VIEW_KIND = "acp-rules"
 
 
@@ -92,13 +95,14 @@ def in_window(e: Evidence, now: datetime, days: int) -> bool:
 def candidates(
     evidence: Iterable[Evidence], seen: frozenset[str], now: datetime, window_days: int
 ) -> list[Candidate]:
-    """G1 first, then G2 (the latest of a correction said twice); each evidence once, evidence
-    already drafted or judged is left out; at most `BATCH`."""
+    """G1 first, then G2 (the latest of a correction said twice), directives only; each
+    evidence once, evidence already drafted or judged is left out; at most `BATCH`."""
     rows = [
         e
         for e in sorted(evidence, key=lambda e: (e.observed_at, e.id))
         if e.state == "active"
         and e.authority in RULE_AUTHORITIES
+        and e.claim_domain in DIRECTIVE_DOMAINS
         and in_window(e, now, window_days)
     ]
     found: dict[str, Candidate] = {}

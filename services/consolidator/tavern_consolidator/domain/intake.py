@@ -66,6 +66,9 @@ class Changes:
 
 
 HUMAN = frozenset({"user_explicit", "user_correction"})
+UNCLAIMED = frozenset({"message", "question", "chatter"})
+"""Evidence the consolidator leaves alone: a person's whole message (its claims are copied),
+and the questions and small talk in it."""
 
 
 def evidence_of(fact: EvidenceAppended) -> Evidence:
@@ -122,6 +125,8 @@ def rule_of(fact: RuleChanged) -> RuleView:
 def add_fact(changes: Changes, fact: object) -> None:
     """Record what one LEDGER fact changes (other fact types change nothing here)."""
     if isinstance(fact, EvidenceAppended):
+        if fact.payload.claim_kind in UNCLAIMED:
+            return  # distilled from its claims; questions and small talk are no memory
         e = evidence_of(fact)
         changes.evidence.append((e, digestible(e.authority, e.claim_domain, e.text)))
         if e.authority in HUMAN:

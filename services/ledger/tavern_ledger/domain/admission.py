@@ -65,13 +65,23 @@ def with_claims(message: Admitted) -> list[Admitted]:
     """A person's admitted message and its claims: the message is kept whole as evidence
     (never recalled), each claim is a row of its own that cites it (`metadata.claim.of`) and
     shares its state, gate findings and origin. Other evidence is its own single claim."""
-    row = message.row
-    if row.source_class not in PEOPLE or row.ingest not in TRUSTED_INGESTS:
+    if not is_cut(message.row):
         return [message]
-    parts = segments(row.content, correction=row.source_class == "user_correction")
-    kept = replace(row, metadata={**row.metadata, "claim": {"kind": MESSAGE, "claims": len(parts)}})
-    claims = [replace(message, row=_claim_row(kept, n, part)) for n, part in enumerate(parts, 1)]
-    return [replace(message, row=kept), *claims]
+    kept, claims = cut(message.row)
+    return [replace(message, row=kept), *(replace(message, row=c) for c in claims)]
+
+
+def is_cut(row: EvidenceRow) -> bool:
+    """A person's own message, said in a session: it is kept whole and cut into claims."""
+    return row.source_class in PEOPLE and row.ingest in TRUSTED_INGESTS
+
+
+def cut(message: EvidenceRow) -> tuple[EvidenceRow, list[EvidenceRow]]:
+    """The message filed as `message` and the rows of its claims (same state and validity)."""
+    parts = segments(message.content, correction=message.source_class == "user_correction")
+    claim = {"kind": MESSAGE, "claims": len(parts)}
+    kept = replace(message, metadata={**message.metadata, "claim": claim})
+    return kept, [_claim_row(kept, n, part) for n, part in enumerate(parts, 1)]
 
 
 def _claim_row(message: EvidenceRow, n: int, part: Segment) -> EvidenceRow:

@@ -74,6 +74,8 @@ def evidence_appended(row: EvidenceRow, now: datetime, actor: str = "system") ->
             valid_from=row.valid_from,
             valid_to=row.valid_until,
             observed_at=row.observed_at,
+            claim_kind=row.claim_kind or None,
+            claim_of=row.claim_of,
         ),
     )
 

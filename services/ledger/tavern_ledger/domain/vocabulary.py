@@ -74,7 +74,10 @@ FIXED_AUTHORITY: Mapping[str, Authority] = {
 """sourceClass -> its only authority; `agent_authored` may declare any (acp.md §21.13)."""
 
 METADATA_KEYS: frozenset[str] = frozenset(
-    {"ttlDays", "reviewStatus", "scenarioTags", "sourceVersion"}
+    {"ttlDays", "reviewStatus", "scenarioTags", "sourceVersion", "claim"}
+)
+CLAIM_KINDS: frozenset[str] = frozenset(
+    {"message", "fact", "preference", "directive", "question", "chatter", "correction"}
 )
 TRUSTED_INGESTS: frozenset[str] = frozenset({"session-event", "user-correction"})
 """Ingest paths whose writes may land active; any other path is quarantined (fail closed)."""
@@ -113,6 +116,19 @@ def metadata_error(metadata: Mapping[str, object]) -> str | None:
         if key not in METADATA_KEYS:
             allowed = ", ".join(sorted(METADATA_KEYS))
             return f"metadata key {key!r} not allowed (allowed: {allowed})"
+    return _claim_error(metadata.get("claim"))
+
+
+def _claim_error(claim: object) -> str | None:
+    """A claim's record (`kind`, and for a claim cut from a message `of` and `n`) is whole."""
+    if claim is None:
+        return None
+    if not isinstance(claim, Mapping) or claim.get("kind") not in CLAIM_KINDS:
+        return "metadata claim must name a kind: " + ", ".join(sorted(CLAIM_KINDS))
+    if claim["kind"] != "message" and not (
+        isinstance(claim.get("of"), str) and isinstance(claim.get("n"), int)
+    ):
+        return "metadata claim of a message's claim names the message (of) and its place (n)"
     return None
 
 

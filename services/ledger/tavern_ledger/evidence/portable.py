@@ -169,3 +169,17 @@ async def sync_audit_sequence(conn: Conn) -> None:
         "SELECT setval(pg_get_serial_sequence('ledger.audit', 'id'), "
         "greatest((SELECT max(id) FROM ledger.audit), 1))"
     )
+
+
+async def relink_claims(conn: Conn, renamed: dict[str, str], imported: list[str]) -> None:
+    """Claims this import stored cite their message by the id it was stored under (an export
+    lists a message and its claims in any order, so this runs once every line is in)."""
+    if renamed and imported:
+        await conn.execute(
+            "UPDATE ledger.evidence e SET metadata = jsonb_set(e.metadata, '{claim,of}', "
+            "to_jsonb(m.new)) FROM unnest($1::text[], $2::text[]) AS m(old, new) "
+            "WHERE e.claim_of = m.old AND e.id = ANY($3::text[])",
+            list(renamed),
+            list(renamed.values()),
+            imported,
+        )

@@ -154,12 +154,17 @@ async def get_many(conn: Conn, ids: Sequence[str]) -> list[EvidenceRow]:
     return [row_of(r) for r in found]
 
 
-async def by_content_hash(conn: Conn, digest: str, scope_id: str) -> str | None:
-    """The row of `scope_id` with this content hash (the same text may live in other scopes)."""
+async def by_content_hash(
+    conn: Conn, digest: str, scope_id: str, claim: bool = False
+) -> str | None:
+    """The row of `scope_id` with this content hash (the same text may live in other scopes),
+    among claims cut from messages or among the rest (a message of one claim holds its text)."""
     found = await conn.fetchval(
-        "SELECT id FROM ledger.evidence WHERE content_hash = $1 AND scope_id = $2 LIMIT 1",
+        "SELECT id FROM ledger.evidence WHERE content_hash = $1 AND scope_id = $2 "
+        "AND (claim_of IS NOT NULL) = $3 LIMIT 1",
         digest,
         scope_id,
+        claim,
     )
     return str(found) if found is not None else None
 
@@ -219,6 +224,16 @@ async def statements_before(
         row.observed_at,
         list(probe_terms),
         row.claim_of,
+    )
+    return [row_of(r) for r in found]
+
+
+async def claims_of(conn: Conn, message_id: str) -> list[EvidenceRow]:
+    """The claims cut from a message, in order, locked for a change."""
+    found = await conn.fetch(
+        f"SELECT {COLUMNS} FROM ledger.evidence WHERE claim_of = $1 "
+        "ORDER BY (metadata -> 'claim' ->> 'n')::int FOR UPDATE",
+        message_id,
     )
     return [row_of(r) for r in found]
 
