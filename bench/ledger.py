@@ -57,6 +57,8 @@ from tavern_runtime.provision import provision
 from tavern_runtime.service import serve
 
 CORPUS_ROWS = 100_000
+TINY_CORPUS_ROWS = 2_000
+"""The recall corpus of a smoke run (`--tiny`): seeding 100k rows would be most of its time."""
 CORPUS_DB = "bench_ledger_recall"
 SCOPE = "bench-chat"
 SESSIONS = 200
@@ -144,8 +146,13 @@ async def _drop_database(server_dsn: str, name: str) -> None:
         await admin.close()
 
 
-async def _seeded_recall_db(server_dsn: str) -> str:
-    """The recall corpus database: 100k evidence rows in one scope (seeded once per run)."""
+def corpus_rows(env: Env) -> int:
+    return TINY_CORPUS_ROWS if env.tiny else CORPUS_ROWS
+
+
+async def _seeded_recall_db(server_dsn: str, rows: int = CORPUS_ROWS) -> str:
+    """The recall corpus database: `rows` (100k) evidence rows in one scope (seeded once per
+    run; the run's benches ask for the same size)."""
     dsn = pg.with_database(server_dsn, CORPUS_DB)
     await _create_database(server_dsn, CORPUS_DB)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
@@ -154,19 +161,19 @@ async def _seeded_recall_db(server_dsn: str) -> str:
         count = await pool.fetchval(
             "SELECT count(*) FROM ledger.evidence WHERE scope_id = $1", SCOPE
         )
-        if count < CORPUS_ROWS:
-            await _seed(pool, int(count))
+        if count < rows:
+            await _seed(pool, int(count), rows)
     finally:
         await pool.close()
     return dsn
 
 
-async def _seed(pool: Any, have: int) -> None:
+async def _seed(pool: Any, have: int, total: int) -> None:
     corpus = Corpus()
-    texts = [corpus.text() for _ in range(CORPUS_ROWS)]
+    texts = [corpus.text() for _ in range(total)]
     async with pool.acquire() as conn:
-        for start in range(have, CORPUS_ROWS, 2000):
-            rows = [_row(i, texts[i]) for i in range(start, min(start + 2000, CORPUS_ROWS))]
+        for start in range(have, total, 2000):
+            rows = [_row(i, texts[i]) for i in range(start, min(start + 2000, total))]
             async with conn.transaction():
                 await evidence_store.insert(conn, rows)
         # the rows were indexed by this tokeniser and filed by these rules, as the ledger would
@@ -181,15 +188,28 @@ async def _seed(pool: Any, have: int) -> None:
 
 
 @contextlib.contextmanager
-def _nats_server() -> Iterator[str]:
-    root = Path(tempfile.mkdtemp(prefix="tavern-bench-ledger-"))
-    server = EmbeddedNats(root / "nats", sync_always=False)
-    server.start()
+def _directory(given: Path | None, prefix: str) -> Iterator[Path]:
+    """`given` (its owner keeps or removes it: the runner keeps a failed bench's), else a
+    temporary directory removed on exit."""
+    if given is not None:
+        yield given
+        return
+    made = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        yield server.url
+        yield made
     finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _nats_server(root: Path | None = None) -> Iterator[str]:
+    with _directory(root, "tavern-bench-ledger-") as where:
+        server = EmbeddedNats(where / "nats", sync_always=False)
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
 
 
 BENCH_KEY = secrets.token_hex(32)
@@ -234,13 +254,22 @@ async def _ledger(nats_url: str, database_url: str, **options: Any) -> AsyncIter
 
 
 @contextlib.asynccontextmanager
-async def _ledger_process(nats_url: str, database_url: str) -> AsyncIterator[None]:
+async def _ledger_process(
+    nats_url: str, database_url: str, root: Path | None = None
+) -> AsyncIterator[None]:
     """The ledger as `tavern up` runs it: `python -m tavern_ledger` in a process of its own,
-    every setting at its shipped default but where to find NATS, PostgreSQL and the key."""
+    every setting at its shipped default but where to find NATS, PostgreSQL and the key; its
+    data dir and `ledger.log` in `root` when given."""
     nc = await nats.connect(nats_url)
     await provision(nc.jetstream(), consumers=ledger_app.CONSUMERS)
     await nc.close()
-    data_dir = Path(tempfile.mkdtemp(prefix="tavern-bench-ledger-run-"))
+    with _directory(root, "tavern-bench-ledger-run-") as data_dir:
+        async with _ledger_running(nats_url, database_url, data_dir):
+            yield
+
+
+@contextlib.asynccontextmanager
+async def _ledger_running(nats_url: str, database_url: str, data_dir: Path) -> AsyncIterator[None]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAVERN_")}
     env |= {
         "TAVERN_NATS_URL": nats_url,
@@ -270,7 +299,6 @@ async def _ledger_process(nats_url: str, database_url: str) -> AsyncIterator[Non
             except TimeoutError:
                 process.kill()
                 await process.wait()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 async def _until_answering(nats_url: str, timeout: float = 30) -> None:
@@ -298,7 +326,7 @@ async def _until_answering(nats_url: str, timeout: float = 30) -> None:
     description="asyncpg: 20 newest rows of a 100k-row scope by index, one query per request",
 )
 async def pg_recent_select(env: Env, n: int) -> Result:
-    dsn = await _seeded_recall_db(env.database_url)
+    dsn = await _seeded_recall_db(env.database_url, corpus_rows(env))
     conn = await asyncpg.connect(dsn)
     try:
         query = (
@@ -329,11 +357,11 @@ async def pg_recent_select(env: Env, n: int) -> Result:
     limits=Limits(p50_ms=5, p99_ms=20),
 )
 async def ledger_recall(env: Env, n: int) -> Result:
-    dsn = await _seeded_recall_db(env.database_url)
+    dsn = await _seeded_recall_db(env.database_url, corpus_rows(env))
     corpus = Corpus(SEED + 1)
     queries = [corpus.query() for _ in range(n + 50)]
-    with _nats_server() as url:
-        async with _ledger_process(url, dsn):
+    with _nats_server(env.directory("nats")) as url:
+        async with _ledger_process(url, dsn, env.directory("ledger")):
             await _bind_sessions(dsn)
             return await _recall_requests(url, queries, n)
 
@@ -392,7 +420,7 @@ async def ledger_ingest(env: Env, n: int) -> Result:
     dsn = pg.with_database(env.database_url, name)
     events = _backlog(n)
     try:
-        with _nats_server() as url:
+        with _nats_server(env.directory("nats")) as url:
             last = await _publish_backlog(url, events)
             async with _ledger(url, dsn):
                 started = time.perf_counter()  # the consumer starts as the app starts answering

@@ -396,15 +396,18 @@ async def run_load(stack: Stack, sessions: int, turns: int) -> LoadReport:
 async def load(env: Env, n: int) -> Result:
     """Starts a stack of its own (nats-server, PostgreSQL, four services): `env` is unused."""
     sessions, turns = shape(n)
-    stack = Stack(proxied=False, env=SHIPPED_LOGS)
+    keep = bool(os.environ.get("TAVERN_KEEP_STACK"))  # a root of its own, printed, not removed
+    stack = Stack(proxied=False, env=SHIPPED_LOGS, root=None if keep else env.directory("stack"))
     try:
         await enable_statement_stats(stack)
         await stack.start()
         report = await run_load(stack, sessions, turns)
     finally:
-        await stack.close()
-        if not os.environ.get("TAVERN_KEEP_STACK"):
-            stack.remove()
+        await stack.close()  # a failed load's stack stays in the runner's kept directory
+    if keep:
+        print(f"    kept the stack in {stack.root}", flush=True)
+    else:
+        stack.remove()
     for text in report.lines():
         print(f"    {text}", flush=True)
     if report.lost or report.doubled or report.problems:

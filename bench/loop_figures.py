@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
-import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import nats
 import nats.errors
+from pydantic import SecretStr
 
 from bench.cluster import led
+from bench.ledger import BENCH_KEY
 from bench.registry import Env, Limits, Result, figure
 from tavern_events import subjects
 from tavern_events.ids import new_id
@@ -67,8 +66,9 @@ def _message(session_id: str, text: str) -> MessageInput:
     )
 
 
-BENCH_CREDENTIALS = Credentials(secrets.token_bytes(32))
-"""The turns are the operator's, signed and checked as the loop checks every input."""
+BENCH_CREDENTIALS = Credentials(BENCH_KEY.encode())
+"""The turns are the operator's, signed with the bench's key and checked as the loop checks every
+input (the fleet's engine is given the same key, as `tavern up` gives every service its own)."""
 
 
 SEND_ATTEMPTS = 3
@@ -158,17 +158,17 @@ async def _no_rpc(
 )
 async def loop_fleet(env: Env, n: int) -> Result:
     nc = await nats.connect(env.nats_url, name="bench-fleet")
-    root = Path(tempfile.mkdtemp(prefix="tavern-bench-loop-"))
-    engine = LoopEngine(
-        TavernSettings(nats_url=env.nats_url, data_dir=root),
-        EngineParts(LoopOptions(recall=False), _router(), [ECHO]),
+    settings = TavernSettings(
+        nats_url=env.nats_url, data_dir=env.directory("loop"), auth_key=SecretStr(BENCH_KEY)
     )
+    engine = LoopEngine(settings, EngineParts(LoopOptions(recall=False), _router(), [ECHO]))
     try:
         js = nc.jetstream(timeout=30)
         await provision(js, consumers=[dispatch_consumer()])
         await engine.start()
-        sessions = [f"fleet-{i}-{new_id()[-8:]}" for i in range(FLEET_SESSIONS)]
-        turns = max(1, n // FLEET_SESSIONS)
+        fleet = min(FLEET_SESSIONS, n)  # a smoke run's few turns: one each, fewer sessions
+        sessions = [f"fleet-{i}-{new_id()[-8:]}" for i in range(fleet)]
+        turns = max(1, n // fleet)
         ended = {s: asyncio.Queue[int]() for s in sessions}
 
         async def on_turn_end(msg: Any) -> None:

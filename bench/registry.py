@@ -7,8 +7,10 @@ both in the same run, on the same kind of fresh server, and prints the ratio.
 from __future__ import annotations
 
 import statistics
+import tempfile
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Server = Literal["fsync", "default", "cluster", "postgres"]
@@ -23,6 +25,18 @@ class Env:
     server: Server
     nats_url: str = ""
     database_url: str = ""
+    files: Path | None = None
+    """The measurement's directory, kept when it fails: a bench puts its own files there."""
+    tiny: bool = False
+    """A smoke run (`--tiny`): a bench with a fixed-size corpus or fleet makes it small too."""
+
+    def directory(self, name: str) -> Path:
+        """A directory of the bench's own, in the measurement's (a fresh one without it)."""
+        if self.files is None:
+            return Path(tempfile.mkdtemp(prefix=f"tavern-bench-{name}-"))
+        path = self.files / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     @property
     def replicas(self) -> int:
@@ -74,6 +88,10 @@ class Limits:
         return found
 
 
+TINY = 10
+"""A bench's count in a smoke run (`--tiny`) unless it names its own."""
+
+
 def _met(held: bool) -> str:
     return "met" if held else "MISSED"
 
@@ -88,6 +106,12 @@ class Bench:
     baseline: str | None = None  # figures only: the raw bench they are compared with
     goal: float | None = None  # figures only: minimum rate ratio against the baseline
     limits: Limits | None = None  # figures only: absolute goals (latency ceilings, rate floor)
+    tiny_count: int | None = None  # the count of a smoke run, when `TINY` does not suit
+
+    @property
+    def tiny(self) -> int:
+        """The count of a smoke run (`--tiny`): enough to run every path of the bench once."""
+        return self.tiny_count or min(self.count, TINY)
 
     @property
     def is_figure(self) -> bool:
@@ -101,6 +125,8 @@ class Row:
     bench: Bench
     server: Server
     results: list[Result] = field(default_factory=list)
+    error: str | None = None
+    """Why a run of the row failed (one line); the row is not measured again."""
 
     @property
     def key(self) -> str:
@@ -125,12 +151,17 @@ def _register(bench: Bench) -> None:
 
 
 def baseline(
-    name: str, *, servers: tuple[Server, ...], count: int, description: str
+    name: str,
+    *,
+    servers: tuple[Server, ...],
+    count: int,
+    description: str,
+    tiny: int | None = None,
 ) -> Callable[[Measure], Measure]:
     """Register a raw measurement (plain nats-py or asyncpg) that figures compare against."""
 
     def register(measure: Measure) -> Measure:
-        _register(Bench(name, measure, servers, count, description))
+        _register(Bench(name, measure, servers, count, description, tiny_count=tiny))
         return measure
 
     return register
@@ -145,11 +176,13 @@ def figure(
     description: str,
     goal: float | None = None,
     limits: Limits | None = None,
+    tiny: int | None = None,
 ) -> Callable[[Measure], Measure]:
     """Register a project figure, reported as a ratio of `baseline` on the same server kind."""
 
     def register(measure: Measure) -> Measure:
-        _register(Bench(name, measure, servers, count, description, baseline, goal, limits))
+        bench = Bench(name, measure, servers, count, description, baseline, goal, limits, tiny)
+        _register(bench)
         return measure
 
     return register

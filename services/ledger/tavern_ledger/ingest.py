@@ -124,6 +124,7 @@ class Ingestor:
     ) -> IngestOutcome:
         known = await ingest.sessions(conn, sessions)
         unseen = [s for s in sessions if s not in known]
+        learned: Mapping[str, SessionFacts] = {}
         if unseen and self._creations is not None:
             # Replicas share the durable: the batch carrying a session's creation may still be
             # in another replica's hands. Its scope and type come from its log, not the order.
@@ -135,6 +136,8 @@ class Ingestor:
         # Only rows this transaction inserted: a redelivered correction was applied with its row.
         await apply_spoken_corrections(conn, tally.inserted, self._clock(), self._embedder)
         await ingest.save_sessions(conn, list(tally.sessions.values()))
+        # Claimed last and at once, in key order: see `owners.claim_all`.
+        await ingest.claim_scopes(conn, [*learned.values(), *tally.sessions.values()])
         checkpoint = max(tally.last_stream_seq, through)
         if checkpoint:
             await ingest.advance_checkpoint(conn, self._consumer, checkpoint)

@@ -11,7 +11,7 @@ import nats
 import pytest
 
 from bench.loop_figures import BENCH_CREDENTIALS, SEND_ATTEMPTS, _message, _send
-from bench.run import nats_server
+from bench.run import nats_server, workdir
 from tavern_events import subjects
 from tavern_events.union import encode
 from tavern_runtime import principals
@@ -21,27 +21,28 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_failed_figure_keeps_the_servers_files(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(RuntimeError, match="the figure failed"), nats_server("fsync"):
+    failing = pytest.raises(RuntimeError, match="the figure failed")
+    with failing, workdir("broken") as root, nats_server("fsync", root):
         raise RuntimeError("the figure failed")
-    found = re.search(
-        r"kept the nats-server files of the failed figure in (\S+)", capsys.readouterr().out
-    )
+    found = re.search(r"kept the files of the failed bench in (\S+)", capsys.readouterr().out)
     assert found is not None
     kept = Path(found.group(1))
     try:
         assert (kept / "nats" / "nats-server.log").read_text().strip()
+        assert "RuntimeError: the figure failed" in (kept / "traceback.txt").read_text()
     finally:
         shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_a_figure_that_passes_leaves_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    with nats_server("fsync") as url:
+    with workdir("fine") as root, nats_server("fsync", root) as url:
         assert url.startswith("nats://")
+    assert not root.exists()
     assert "kept" not in capsys.readouterr().out
 
 
 async def test_an_input_sent_again_is_stored_once(capsys: pytest.CaptureFixture[str]) -> None:
-    with nats_server("fsync") as url:
+    with workdir("resend") as root, nats_server("fsync", root) as url:
         nc = await nats.connect(url)
         try:
             await provision(nc.jetstream())

@@ -142,8 +142,11 @@ async def sessions(conn: Conn, session_ids: Iterable[str]) -> dict[str, SessionF
 
 
 async def save_sessions(conn: Conn, facts: Sequence[SessionFacts]) -> None:
+    """Record what ingestion learned of sessions (their scopes are claimed by `claim_scopes`,
+    once per batch); rows in key order, as every batch writes them."""
     if not facts:
         return
+    facts = sorted(facts, key=lambda f: f.session_id)
     await conn.execute(
         "INSERT INTO ledger.ingest_session "
         "(session_id, chat_id, session_type, parent_session_id, scope_id, owner)"
@@ -159,8 +162,13 @@ async def save_sessions(conn: Conn, facts: Sequence[SessionFacts]) -> None:
         [f.scope for f in facts],
         [f.owner for f in facts],
     )
-    for f in facts:  # the scopes its evidence lands in belong to the session's owner
-        await owners.claim(conn, f.owner, (f.chat_id, f.session_id, f.scope))
+
+
+async def claim_scopes(conn: Conn, facts: Sequence[SessionFacts]) -> None:
+    """The scopes the sessions' evidence lands in belong to each session's owner (the first
+    session naming a scope claims it): one statement a batch, in key order, as the bindings
+    consumer claims them, so the two never deadlock."""
+    await owners.claim_all(conn, [(f.owner, (f.chat_id, f.session_id, f.scope)) for f in facts])
 
 
 async def advance_checkpoint(conn: Conn, consumer: str, stream_seq: int) -> None:

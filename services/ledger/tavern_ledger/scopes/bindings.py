@@ -52,7 +52,12 @@ async def apply(conn: Conn, effect: Effect) -> Applied:
 
 
 async def apply_all(conn: Conn, effects: Sequence[Effect]) -> list[Applied]:
-    """`apply` of each effect in order; consecutive turn ends go in one statement."""
+    """`apply` of each effect in order; consecutive turn ends go in one statement. The scopes
+    of every binding are claimed first, in one statement in key order (`owners.claim_all`), so
+    that this batch and ingestion's, claiming the same new scopes, never wait in a circle."""
+    bound = [e for e in effects if isinstance(e, Binding)]
+    if len(bound) > 1:  # each binding's own claim then finds its scopes taken by this batch
+        await owners.claim_all(conn, [(b.owner, _scopes(b)) for b in bound])
     applied: list[Applied] = []
     for closing, run in groupby(effects, key=lambda e: isinstance(e, TurnClosed)):
         if closing:
@@ -65,7 +70,7 @@ async def apply_all(conn: Conn, effects: Sequence[Effect]) -> list[Applied]:
 async def _bind(conn: Conn, b: Binding) -> Applied:
     # The claim comes with the binding, in its statement, and never moves: a session naming
     # another owner's chat or character is bound, but `resolve_scope` refuses it those scopes.
-    scopes = owners.claimable((b.chat_id, b.session_id, b.character_id, evidence_scope_of(b)))
+    scopes = owners.claimable(_scopes(b))
     status = await conn.execute(
         _UPSERT,
         b.session_id,
@@ -82,6 +87,10 @@ async def _bind(conn: Conn, b: Binding) -> Applied:
         scopes,
     )
     return "applied" if _count(status) else "stale"
+
+
+def _scopes(b: Binding) -> tuple[str | None, ...]:
+    return (b.chat_id, b.session_id, b.character_id, evidence_scope_of(b))
 
 
 async def _change_mode(conn: Conn, change: ModeChange) -> Applied:

@@ -15,9 +15,13 @@ Conn = Any
 
 _CLAIM = """
 INSERT INTO ledger.scope_owner (scope_id, owner)
-SELECT s, $1 FROM unnest($2::text[]) AS s
+SELECT DISTINCT ON (c.scope_id) c.scope_id, c.owner
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c(scope_id, owner, position)
+ORDER BY c.scope_id, c.position
 ON CONFLICT (scope_id) DO NOTHING
 """
+"""Inserts in key order: a scope another transaction claims and has not committed yet is waited
+for (unique index), so every writer that claims several scopes claims them in this one order."""
 
 
 def claimable(scope_ids: Iterable[str | None]) -> list[str]:
@@ -27,9 +31,17 @@ def claimable(scope_ids: Iterable[str | None]) -> list[str]:
 
 async def claim(conn: Conn, owner: str, scope_ids: Iterable[str | None]) -> None:
     """Record `owner` for each scope not claimed yet (idempotent)."""
-    ids = claimable(scope_ids)
-    if ids:
-        await conn.execute(_CLAIM, owner, ids)
+    await claim_all(conn, [(owner, scope_ids)])
+
+
+async def claim_all(conn: Conn, claims: Iterable[tuple[str, Iterable[str | None]]]) -> None:
+    """Record each (owner, scopes) claim for the scopes not claimed yet, in one statement that
+    takes the scopes in key order, so that two transactions claiming some of the same scopes
+    (ingestion's batch, the bindings consumer's) never wait on each other in a circle. A scope
+    named by several claims goes to the first."""
+    pairs = [(scope, owner) for owner, ids in claims for scope in claimable(ids)]
+    if pairs:
+        await conn.execute(_CLAIM, [s for s, _ in pairs], [o for _, o in pairs])
 
 
 async def of_scope(conn: Conn, scope_id: str) -> str | None:
