@@ -224,13 +224,17 @@ CASCADED = frozenset({"quarantine", "release", "redact", "delete"})
 deleted leaves no claim that still holds its words."""
 
 
-async def _cascade(conn: Conn, message_id: str, op: str, actor: Actor, now: datetime) -> None:
+async def _cascade(
+    conn: Conn, message_id: str, op: str, actor: Actor, now: datetime, replaced_by: str = ""
+) -> None:
     for claim in await evidence.claims_of(conn, message_id):
+        if op == "supersede" and claim.state != "active":
+            continue
         try:
             change = lifecycle.apply(claim, op, now, reason=actor.reason)
         except lifecycle.TransitionRefused:
             continue  # a claim already in that state (or ended otherwise) stays as it is
-        await commit_change(conn, change, op, actor, now)
+        await commit_change(conn, change, op, actor, now, replaced_by=replaced_by or None)
 
 
 def _readable(row: EvidenceRow) -> Readable:
@@ -301,6 +305,8 @@ async def _store_correction(
         change = lifecycle.apply(target, "supersede", now)
         await commit_change(conn, change, "supersede", actor, now, replaced_by=row.id)
         superseded = target.id
+        if target.claim_kind == MESSAGE:  # a message corrected whole: none of its claims holds
+            await _cascade(conn, target.id, "supersede", actor, now, replaced_by=row.id)
     return {
         "stored": True,
         "inserted": True,

@@ -123,7 +123,8 @@ async def test_alice_and_the_operator_can_use_alices_memory(ledger: LedgerBus) -
     ids = await alice_and_bob(ledger)
     for headers in (ALICE, auth()):
         found = await ledger.rpc("query", headers=headers, scope_id="chat_a")
-        assert [i["content"] for i in found["items"]] == ["My cat is called Miso"]
+        kept = sorted((i["claim_kind"], i["content"]) for i in found["items"])
+        assert kept == [("fact", "My cat is called Miso"), ("message", "My cat is called Miso")]
         assert (await ledger.rpc("inspect", headers=headers, **ids_of(ids)))["state"] == "active"
         search = await ledger.rpc("memory.search", headers=headers, session_id="a1", query="locker")
         assert [h["content"] for h in search["hits"]] == ["Alice's locker code hint"]

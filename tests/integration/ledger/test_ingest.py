@@ -111,18 +111,22 @@ async def test_evidence_facts_are_published_once_with_the_evidence_id(ledger: Le
     last = await ledger.publish(event, msg_id=new_id())
     await ledger.ingested_through(last)
     [row] = await ledger.evidence(session_id="s1")
+    [claim] = await ledger.evidence(claims=True, session_id="s1")
 
-    async def fact() -> dict[str, Any]:
-        msg = await ledger.js.get_last_msg("LEDGER", "tavern.ledger.s1.evidence.appended")
-        assert msg.data is not None
-        found: dict[str, Any] = json.loads(msg.data)
-        return found
+    async def facts() -> list[dict[str, Any]]:
+        info = await ledger.js.stream_info("LEDGER")
+        assert info.state.messages == 2  # the message and its one claim, each once
+        found = [await ledger.js.get_msg("LEDGER", seq) for seq in (1, 2)]
+        return [json.loads(m.data or b"{}") for m in found]
 
-    found = await eventually(fact, timeout=10)
-    assert found["id"] == row["id"]
-    assert found["payload"]["evidence_id"] == row["id"]
-    info = await ledger.js.stream_info("LEDGER")
-    assert info.state.messages == 1
+    message_fact, claim_fact = await eventually(facts, timeout=10)
+    assert message_fact["id"] == message_fact["payload"]["evidence_id"] == row["id"]
+    assert message_fact["payload"]["claim_kind"] == "message"
+    assert claim_fact["id"] == claim_fact["payload"]["evidence_id"] == claim["id"]
+    assert (claim_fact["payload"]["claim_kind"], claim_fact["payload"]["claim_of"]) == (
+        "fact",
+        row["id"],
+    )
 
 
 async def test_a_message_that_fails_inside_a_batch_is_isolated_and_dead_lettered(

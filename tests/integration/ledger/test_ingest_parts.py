@@ -36,29 +36,32 @@ async def test_a_batch_in_parts_stores_each_row_postings_audit_and_fact_once(
     await ledger.settled()
 
     rows = await ledger.evidence(session_id="s9")
-    assert len(rows) == 11
-    assert {r["scope_id"] for r in rows} == {"chat9"}
+    claims = await ledger.evidence(claims=True, session_id="s9")
+    assert len(rows) == len(claims) == 11  # each message kept whole, and its one claim
+    assert {r["scope_id"] for r in rows + claims} == {"chat9"}
     assert [r["state"] for r in rows].count("quarantined") == 1
-    for row in rows:
+    assert [r["state"] for r in claims].count("quarantined") == 1
+    for row in rows + claims:
         found = await ledger.db.fetch(
             "SELECT term FROM ledger.evidence_term WHERE evidence_id = $1", row["id"]
         )
-        expected = terms(row["content"]) if row["state"] == "active" else []
+        posted = row["state"] == "active" and row["claim_kind"] != "message"
+        expected = terms(row["content"]) if posted else []
         assert sorted(r["term"] for r in found) == sorted(expected)
     audits = await ledger.db.fetch("SELECT op, count(*) AS n FROM ledger.audit GROUP BY op")
-    assert {r["op"]: r["n"] for r in audits} == {"append": 11, "ingest_blocked": 1}
+    assert {r["op"]: r["n"] for r in audits} == {"append": 22, "ingest_blocked": 1}
 
     async def published() -> bool:
-        return (await ledger.js.stream_info(LEDGER.name)).state.messages == 11
+        return (await ledger.js.stream_info(LEDGER.name)).state.messages == 22
 
     await eventually(published, timeout=10)
     sub = await ledger.js.pull_subscribe(
         "tavern.ledger.chat9.evidence.appended", stream=LEDGER.name
     )
-    facts = [json.loads(m.data) for m in await sub.fetch(11, timeout=5)]
+    facts = [json.loads(m.data) for m in await sub.fetch(22, timeout=5)]
     seqs = [fact["payload"]["origin"]["seq"] for fact in facts]
-    assert seqs == [*range(2, 12), 13]
-    assert {fact["id"] for fact in facts} == {r["id"] for r in rows}
+    assert seqs == [seq for seq in [*range(2, 12), 13] for _ in (1, 2)]  # message, then claim
+    assert {fact["id"] for fact in facts} == {r["id"] for r in rows + claims}
 
 
 async def test_poison_and_a_failing_message_in_later_parts_are_dead_lettered_after_the_rest(

@@ -1,5 +1,5 @@
-"""Corrections said in chat, under the shipped defaults: the earlier fact they contradict is
-superseded with lineage and audit, in English and in Chinese, within a session and across
+"""Corrections said in chat, under the shipped defaults: the earlier claim they contradict is
+superseded with lineage and audit (the messages stay as they were said), in English and in Chinese, within a session and across
 sessions and chats of a character; as-of before the correction still shows the old fact; a
 correction that matches nothing takes nothing away; a redelivery changes nothing."""
 # ruff: noqa: RUF001 - full-width punctuation is test data
@@ -25,7 +25,8 @@ async def _ingest(ledger: LedgerBus, *events: object) -> int:
 
 
 async def _by_text(ledger: LedgerBus, **where: object) -> dict[str, dict[str, Any]]:
-    return {str(r["content"]): r for r in await ledger.evidence(**where)}
+    """The claims cut from the messages matching `where`, by their text."""
+    return {str(r["content"]): r for r in await ledger.evidence(claims=True, **where)}
 
 
 async def test_a_correction_in_the_same_session_supersedes_the_fact_it_contradicts(
@@ -40,14 +41,17 @@ async def test_a_correction_in_the_same_session_supersedes_the_fact_it_contradic
         user_message("s1", 20, "Actually, I moved to Berlin last month"),
     )
     rows = await _by_text(ledger, session_id="s1")
-    old, new = rows["I live in Paris"], rows["Actually, I moved to Berlin last month"]
+    old, new = rows["I live in Paris"], rows["I moved to Berlin last month"]
     assert old["state"] == "superseded"
     assert old["valid_until"] == at(20)
-    assert (new["state"], new["source_class"], list(new["supersedes"])) == (
+    assert (new["state"], new["source_class"], new["claim_kind"], list(new["supersedes"])) == (
         "active",
         "user_correction",
+        "correction",
         [old["id"]],
     )
+    messages = await ledger.evidence(session_id="s1")
+    assert [m["state"] for m in messages] == ["active"] * 4  # as they were said
     assert rows["My sister lives in Lyon"]["state"] == "active"
     assert rows["I work at the Louvre bookshop"]["state"] == "active"
 
@@ -81,7 +85,7 @@ async def test_a_chinese_correction_in_another_chat_of_the_character_supersedes(
         session_created("c1", chat_id="chat-c", character_id="mira"),
     )
     a = await _by_text(ledger, session_id="a1")
-    [b] = await ledger.evidence(session_id="b1")
+    [b] = await ledger.evidence(claims=True, session_id="b1")
     assert a["我住在北京"]["state"] == "superseded"
     assert a["我妹妹住在天津"]["state"] == "active"
     assert list(b["supersedes"]) == [a["我住在北京"]["id"]]
@@ -99,7 +103,7 @@ async def test_a_correction_that_matches_nothing_takes_nothing_away(ledger: Ledg
         user_message("s1", 4, "Correction: my dentist appointment is on Friday, not Monday"),
         user_message("s1", 5, "其实我的猫叫咪咪"),
     )
-    rows = await ledger.evidence(session_id="s1")
+    rows = await ledger.evidence(claims=True, session_id="s1")
     assert [r["state"] for r in rows] == ["active"] * 4
     assert all(list(r["supersedes"]) == [] for r in rows)
     assert (await ledger.rpc("audit", op="supersede"))["items"] == []
@@ -118,5 +122,5 @@ async def test_a_redelivered_correction_supersedes_once(ledger: LedgerBus) -> No
     await ledger.settled()
     assert len((await ledger.rpc("audit", op="supersede"))["items"]) == 1
     assert len((await ledger.rpc("audit", op="correct"))["items"]) == 1
-    states = sorted(r["state"] for r in await ledger.evidence(session_id="s1"))
+    states = sorted(r["state"] for r in await ledger.evidence(claims=True, session_id="s1"))
     assert states == ["active", "superseded"]

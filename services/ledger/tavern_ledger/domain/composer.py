@@ -80,6 +80,9 @@ class Candidate:
     pin_boost: float = 0.0
     neighbours: tuple[str, ...] = ()
     """Evidence right before and after this one in its session (ids), where the read found it."""
+    context_only: bool = False
+    """Ranked for what is said around it, never injected: a question a person asked (its
+    answer, next to it, is found through it)."""
 
     @property
     def is_observation(self) -> bool:
@@ -213,6 +216,9 @@ def _select(
             dropped.append((cand.id, "duplicate"))
             continue
         seen.add(cand.id)
+        if cand.context_only:
+            dropped.append((cand.id, "question"))
+            continue
         section = section_of(cand)
         if not query.explain and used.get(section, 0) + _least_tokens(cand) > quota.get(
             section, -1

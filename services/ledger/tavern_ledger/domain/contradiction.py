@@ -3,7 +3,9 @@ recognised by how it opens or turns ("Correction: …", "Actually, …", "… no
 "…不再…"); what it contradicts is judged by meaning: the sentence model's similarity between the
 correction (whole, and each of its clauses) and each earlier claim, with the words the two
 share and the old value the correction names ("…, not Porto") as evidence beside it. The
-clearly best claims are ended; a correction that is near nothing ends nothing.
+clearly best claims are ended; where the model sees no clear match, the attribute rules of
+`domain.attributes` may still ("I moved to Berlin" ends "I live in Paris"); a correction that
+is near nothing ends nothing.
 """
 # ruff: noqa: RUF001, RUF002 - full-width punctuation is part of the Chinese patterns
 
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tavern_ledger.domain.attributes import Stated, normal, probe_terms
+from tavern_ledger.domain.attributes import targets as attribute_targets
 from tavern_ledger.domain.claims import strip_marker
 from tavern_ledger.domain.text import fold, terms
 
@@ -41,22 +45,14 @@ def is_correction(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Stated:
-    """An earlier claim a correction may end: its id and text."""
-
-    id: str
-    text: str
-
-
-@dataclass(frozen=True)
 class Thresholds:
     """Tuned on the public Letta dev set (bench/contradiction.py), checked on our own corpus."""
 
     floor: float = 0.55
     """The least score a claim needs to be ended at all."""
-    margin: float = 0.12
+    margin: float = 0.02
     """How far the best must lead the next different claim to be ended alone."""
-    close: float = 0.04
+    close: float = 0.1
     """Claims within this of the best are ended with it when the lead over the rest is clear."""
     words: float = 0.6
     """Weight of the share of content words the two texts hold in common."""
@@ -86,13 +82,16 @@ def contradicted(
     thresholds: Thresholds = DEFAULT,
 ) -> tuple[list[str], list[list[float]]]:
     """The ids of the claims a correcting `message` (cut into `clauses`) ends, and the
-    similarity of each text of the correction (the whole first) to each claim."""
+    similarity of each text of the correction (the whole first) to each claim. Where the model
+    sees no clear match, the attribute rules may still ("I moved to Berlin" ends "I live in
+    Paris")."""
     if not stated or not clauses:
         return [], []
     texts = [strip_marker(message), *clauses]
     vectors = embed([*texts, *(s.text for s in stated)])
     similarity = (vectors[: len(texts)] @ vectors[len(texts) :].T).tolist()
-    return targets(texts, stated, similarity, thresholds), similarity
+    chosen = targets(texts, stated, similarity, thresholds)
+    return chosen or attribute_targets(message, stated), similarity
 
 
 def targets(
@@ -114,8 +113,8 @@ def targets(
     if best < thresholds.floor:
         return []
     chosen = [s for v, s in scored if v >= best - thresholds.close]
-    texts = {_normal(s.text) for s in chosen}
-    rest = next((v for v, s in scored if _normal(s.text) not in texts), 0.0)
+    texts = {normal(s.text) for s in chosen}
+    rest = next((v for v, s in scored if normal(s.text) not in texts), 0.0)
     lead = min(v for v, s in scored if s in chosen) - rest
     if lead < thresholds.margin:
         return []
@@ -149,10 +148,4 @@ def named_old(text: str) -> list[str]:
     return [fold(v) for v in found if len(v) >= 2]
 
 
-def probe_terms(text: str) -> list[str]:
-    """The index terms that find the claims a correction may end."""
-    return terms(text)
-
-
-def _normal(text: str) -> str:
-    return " ".join(fold(text).split())
+__all__ = ["Stated", "Thresholds", "contradicted", "is_correction", "probe_terms", "targets"]

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from tavern_ledger.domain.ids import sha256_hex
-from tavern_ledger.domain.segments import HELD
+from tavern_ledger.domain.segments import HELD, UNINDEXED
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,11 @@ class EvidenceRow:
         claim = self.metadata.get("claim")
         found = claim.get("of") if isinstance(claim, dict) else None
         return str(found) if found else None
+
+    @property
+    def indexed_kind(self) -> bool:
+        """Its kind has postings in the lexical index (`segments.UNINDEXED`)."""
+        return self.claim_kind not in UNINDEXED
 
     @property
     def recallable(self) -> bool:

@@ -22,6 +22,9 @@ MESSAGE = "message"
 """The kind filed on the whole message a person said: kept as evidence, never recalled."""
 HELD = frozenset({MESSAGE, "question", "chatter"})
 """Kinds kept as evidence and never recalled as memory."""
+UNINDEXED = frozenset({MESSAGE, "chatter"})
+"""Kinds without postings in the lexical index. A question has them: recall finds the answer
+next to it through it, and never injects the question itself."""
 FACTUAL = frozenset({"fact", "preference", "correction"})
 """Kinds a later correction may end."""
 SEGMENTS_VERSION = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tavern_ledger.domain.claims import CLAIMS_VERSION, claim_domain
 from tavern_ledger.domain.text import TERMS_VERSION, terms
 from tavern_ledger.evidence import Conn
-from tavern_ledger.evidence.rows import RECALLABLE
+from tavern_ledger.evidence.rows import INDEXED_KINDS
 
 BATCH = 2000
 
@@ -25,7 +25,7 @@ async def rebuild_postings(conn: Conn, version: int = TERMS_VERSION) -> int | No
         batch: list[tuple[str, str, object, str]] = []
         async for row in conn.cursor(
             "SELECT id, scope_id, observed_at, content FROM ledger.evidence "
-            f"WHERE state IN ('active', 'superseded') AND {RECALLABLE}",
+            f"WHERE state IN ('active', 'superseded') AND {INDEXED_KINDS}",
             prefetch=BATCH,
         ):
             scope, at, evidence_id = row["scope_id"], row["observed_at"], row["id"]

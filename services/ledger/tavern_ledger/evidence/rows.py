@@ -53,9 +53,14 @@ RECALLABLE = "coalesce(claim_kind, '') NOT IN ('message', 'question', 'chatter')
 not a person's whole message (its claims are read), nor a question or small talk."""
 
 
+INDEXED_KINDS = "coalesce(claim_kind, '') NOT IN ('message', 'chatter')"
+"""The rows whose postings the lexical index holds (`EvidenceRow.indexed_kind`) in a readable
+state: questions too, so that the answer next to one is found."""
+
+
 def indexed(row: EvidenceRow) -> bool:
     """The lexical index holds the row's postings: recall may read it in its state."""
-    return row.state in INDEXED_STATES and row.recallable
+    return row.state in INDEXED_STATES and row.indexed_kind
 
 
 def columns(rows: Sequence[EvidenceRow]) -> list[list[Any]]:

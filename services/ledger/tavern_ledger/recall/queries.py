@@ -95,13 +95,14 @@ _ROWS = """
 SELECT e.id, left(e.content, $5) AS content, e.content_hash, e.source_class,
        e.source_label, e.scope_id, e.authority, e.claim_domain, e.session_id, e.state,
        e.confidence, e.observed_at, e.valid_from, e.valid_until, e.tokens, e.source_event_id,
-       NULL::text[] AS gates, ids.neighbour_of, NULL::int AS docs, NULL::int[] AS dfs
+       NULL::text[] AS gates, ids.neighbour_of, NULL::int AS docs, NULL::int[] AS dfs,
+       e.claim_kind
 FROM (SELECT evidence_id, nullif(array_remove(array_agg(DISTINCT neighbour_of), NULL), '{}')
              AS neighbour_of
       FROM ids GROUP BY evidence_id) ids
 CROSS JOIN LATERAL (SELECT * FROM ledger.evidence x WHERE x.id = ids.evidence_id LIMIT 1) e
 WHERE e.scope_id = $1 AND e.state IN ('active', 'superseded')
-  AND coalesce(e.claim_kind, '') NOT IN ('message', 'question', 'chatter')
+  AND coalesce(e.claim_kind, '') NOT IN ('message', 'chatter')
 """
 
 
@@ -122,7 +123,7 @@ class Shape:
 _STATS_ROW = """
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, (SELECT docs FROM n), (SELECT array_agg(df ORDER BY ord) FROM q)
+       NULL, NULL, NULL, (SELECT docs FROM n), (SELECT array_agg(df ORDER BY ord) FROM q), NULL
 """
 """One row without an id: the statistics the weights were computed from."""
 
@@ -164,7 +165,7 @@ ids AS (
 {_ROWS}
 UNION ALL
 (SELECT r.id, r.text, '', 'rule', 'rule', r.scope_id, NULL, NULL, '', 'active', 0.95,
-        r.updated_at, NULL, NULL, NULL, NULL, r.gates, NULL, NULL, NULL
+        r.updated_at, NULL, NULL, NULL, NULL, r.gates, NULL, NULL, NULL, NULL
  FROM ledger.rule r WHERE r.scope_id = $1 AND r.state = 'active'
  ORDER BY r.updated_at DESC LIMIT 50)
 {_STATS_ROW}"""
@@ -246,7 +247,7 @@ def _evidence_candidate(r: Any) -> Candidate:
     # By position, in `_ROWS`'s column order: a recall converts some 80 rows.
     (id_, content, content_hash, source_class, source_label, scope_id, authority, claim_domain,
      session_id, state, confidence, observed_at, valid_from, valid_until, tokens,
-     source_event_id, _gates, neighbour_of, _docs, _dfs) = r  # fmt: skip
+     source_event_id, _gates, neighbour_of, _docs, _dfs, claim_kind) = r  # fmt: skip
     return Candidate(
         id=id_,
         content=content,
@@ -265,6 +266,7 @@ def _evidence_candidate(r: Any) -> Candidate:
         tokens=tokens or None,
         source_event_id=source_event_id,
         neighbours=tuple(neighbour_of or ()),
+        context_only=claim_kind == "question",
     )
 
 
