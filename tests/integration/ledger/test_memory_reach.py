@@ -113,7 +113,7 @@ async def test_messages_stored_before_claims_were_filed_are_filed_once_at_start(
     # As rows were filed before: every message of a person a `user_fact`.
     await ledger.db.execute("UPDATE ledger.evidence SET claim_domain = 'user_fact'")
     await ledger.db.execute("UPDATE ledger.lexicon SET claims_version = 0")
-    assert await lexicon.reclassify_claims(ledger.db) == 1
+    assert await lexicon.reclassify_claims(ledger.db) == 2  # the message and its claim
     assert await lexicon.reclassify_claims(ledger.db) is None
     domains = {r["content"]: r["claim_domain"] for r in await ledger.evidence(session_id="a1")}
     assert domains == {"Always answer me in French": "style", "I grew up in Marseille": "user_fact"}

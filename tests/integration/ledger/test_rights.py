@@ -91,14 +91,11 @@ async def test_export_then_import_into_an_empty_database_reproduces_the_same_ids
     assert {i for i in source_ids if i[0] != "audit"} <= target_ids
     assert ("observation", proposed["observation_id"]) in target_ids
     evidence = {i for i in source_ids if i[0] == "evidence"}
-    assert len(evidence) == 4
+    assert len(evidence) == 6  # two messages, their claims, the correction, the quarantined row
     assert evidence <= target_ids
-    states = await empty_pool.fetch("SELECT state, count(*) FROM ledger.evidence GROUP BY state")
-    assert dict((r["state"], r["count"]) for r in states) == {
-        "active": 2,
-        "superseded": 1,
-        "quarantined": 1,
-    }
+    grouped = "SELECT state, claim_kind, count(*) FROM ledger.evidence GROUP BY 1, 2 ORDER BY 1, 2"
+    states = await empty_pool.fetch(grouped)
+    assert [tuple(r) for r in states] == [tuple(r) for r in await ledger.db.fetch(grouped)]
 
 
 async def test_every_right_is_audited_and_publishes_a_state_fact(ledger: LedgerBus) -> None:
@@ -117,7 +114,8 @@ async def test_every_right_is_audited_and_publishes_a_state_fact(ledger: LedgerB
     refused = await ledger.rpc("rollback", evidence_id=row["id"])
     assert refused["error"]["reason"] == "invalid_state"
     info = await ledger.js.stream_info("LEDGER", subjects_filter="tavern.ledger.s1.evidence.*")
-    assert info.state.messages == 1 + 3  # appended, then three state changes (delete: no change)
+    # The message and its claim appended, then three state changes of each (delete: no change).
+    assert info.state.messages == 2 + 3 * 2
 
 
 async def test_observation_authority_is_the_weakest_evidence_and_same_key_supersedes(
@@ -185,12 +183,15 @@ async def test_query_stats_blocked_corrections_and_bad_import_lines(ledger: Ledg
         tool_result("s1", 3, "Berlin weather: 21°C"),
     )
     found = await ledger.rpc("query", session_id="s1", text="berlin_mitte")
-    assert [i["content"] for i in found["items"]] == ["I moved to Berlin_Mitte in May"]
+    assert sorted((i["claim_kind"], i["content"]) for i in found["items"]) == [
+        ("correction", "I moved to Berlin_Mitte in May"),  # "moved": a correcting message
+        ("message", "I moved to Berlin_Mitte in May"),
+    ]
     tools = await ledger.rpc("query", scope_id="s1", source_class="external_tool")
     assert [i["source_label"] for i in tools["items"]] == ["tool:web_fetch"]
     stats = await ledger.rpc("stats", scope_id="s1")
-    assert stats["evidence"]["active"] == 2
-    assert stats["evidence"]["total"] == 2
+    assert stats["evidence"]["active"] == 3  # the message, its claim, the tool output
+    assert stats["evidence"]["total"] == 3
 
     blocked = await ledger.rpc(
         "correct", session_id="s1", text="my password=Hunter2Hunter2Hunter2 now"
@@ -199,7 +200,7 @@ async def test_query_stats_blocked_corrections_and_bad_import_lines(ledger: Ledg
     assert blocked["reasons"] == ["secret:credential_assignment"]
     [entry] = (await ledger.rpc("audit", op="correct_blocked"))["items"]
     assert "Hunter2" not in json.dumps(entry)
-    assert (await ledger.rpc("stats", scope_id="s1"))["evidence"]["total"] == 2
+    assert (await ledger.rpc("stats", scope_id="s1"))["evidence"]["total"] == 3
 
     report = await ledger.rpc(
         "import", jsonl='{"kind":"evidence","version":1,"ts":0,"data":{"id":"x"}}\nnot json\n'

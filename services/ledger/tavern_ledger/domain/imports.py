@@ -24,7 +24,7 @@ from tavern_ledger.domain.ids import (
 )
 from tavern_ledger.domain.lifecycle import CORRECTING_AUTHORITIES
 from tavern_ledger.domain.portability import LineInvalid
-from tavern_ledger.domain.records import EvidenceRow, ObservationRow
+from tavern_ledger.domain.records import EvidenceRow, ObservationRow, claim_id
 from tavern_ledger.domain.text import estimate_tokens
 
 
@@ -87,6 +87,9 @@ def _moved(
     if scope == row.scope_id and not rewritten:
         return row
     placed = js_json({**ref, "importedInto": scope}) if scope != row.scope_id else row.source_ref
+    claim = row.metadata.get("claim")
+    if row.claim_of is not None and isinstance(claim, dict):  # a claim: apart from its message
+        return replace(row, scope_id=scope, id=claim_id(placed, int(claim["n"]), row.content_hash))
     return replace(row, scope_id=scope, id=evidence_id_of_json(placed, row.content_hash))
 
 
