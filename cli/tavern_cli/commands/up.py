@@ -53,7 +53,8 @@ class RunningSystem:
     data_dir: Path
     nats_user: str = ""
     nats_password: str = field(default="", repr=False)
-    """The client login of the embedded NATS (empty with a NATS of your own)."""
+    """The operator login of the embedded NATS (empty with a NATS of your own): the demo
+    follows its session's log, which the `client` login may not read."""
 
 
 Demo = Callable[[RunningSystem], Coroutine[Any, Any, None]]
@@ -222,7 +223,7 @@ async def _session(
     supervisor.start()
     _banner(layout, servers, out)
     extras = [asyncio.create_task(_announce_ready(layout, out, stopper.event))]
-    user, password = embedded.login("client")
+    user, password = embedded.login("operator")
     system = RunningSystem(servers.nats_url, servers.database_url, layout.root, user, password)
     extras += _demo(args, system, out)
     await stopper.event.wait()
