@@ -267,7 +267,9 @@ async def _prepare(
     user, password = embedded.login("operator")
     endpoints = Endpoints(servers.nats_url, servers.database_url, "up", user, password)
     async with nats_connection(endpoints) as nc:
-        report = await initialise.provision_all(nc, settings.stream_replicas, apply)
+        report = await initialise.provision_all(
+            nc, settings.stream_replicas, apply, servers.database_url
+        )
     for line in report.lines():
         if not line.startswith("unchanged"):
             out.say(line)
