@@ -13,6 +13,7 @@ What the client is for still works: it sends inputs and asks the projector's rea
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from datetime import UTC, datetime
 from functools import partial
@@ -24,9 +25,11 @@ from nats.aio.msg import Msg
 
 from tavern_cli import catalog
 from tavern_cli.access import CLIENT_RPCS
+from tavern_cli.conversation import Conversation, Renderer
 from tavern_events import subjects
 from tavern_events.ids import new_id
 from tavern_events.message import UserMessage, UserMessagePayload
+from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.sessionlog import SessionLogWriter
 from tests.deploy import natsconf
 from tests.deploy import test_nats_permissions as permissions
@@ -256,3 +259,16 @@ async def test_client_still_sends_inputs_and_asks_the_projectors_read_rpcs(
     await client.js.account_info()
     await asyncio.sleep(0.2)
     assert client.errors == []
+
+
+async def test_tavern_chat_as_the_client_login_says_it_may_not_read_session_logs(
+    secured: Secured,
+) -> None:
+    session_id = await _bobs_session(secured)
+    chat = Conversation(secured.users["client"].nc, session_id, Renderer(io.StringIO()))
+    with pytest.raises(ConfigurationError, match="may not read session logs"):
+        await chat.exists()
+    with pytest.raises(ConfigurationError, match="may not read session logs"):
+        await chat.open()
+    as_operator = Conversation(secured.users["operator"].nc, session_id, Renderer(io.StringIO()))
+    assert await as_operator.exists()
