@@ -245,12 +245,13 @@ def _granted(d: Durables) -> list[Permissions]:
         ),
         Permissions(
             "ledger",
-            "Ledger: consumes session logs with its own durables, commits facts to LEDGER,\n"
-            "answers tavern.rpc.ledger.*; asks no other service.",
+            "Ledger: consumes session logs with its own durables (and gets by subject),\n"
+            "commits facts to LEDGER, answers tavern.rpc.ledger.*; asks no other service.\n"
+            "It opens no unnamed consumer, so it cannot rewrite another's durable either.",
             publish=(
                 "tavern.ledger.>",
                 "tavern.dlq.ledger",
-                *_read(("SESSIONS", "LEDGER")),
+                *_read(("SESSIONS", "LEDGER"), unnamed=()),
                 *_pull(d.own("ledger")),
             ),
             subscribe=(_inbox("ledger"), "tavern.rpc.ledger.>", *_advisories(d.own("ledger"))),
@@ -286,11 +287,12 @@ def _granted(d: Durables) -> list[Permissions]:
         Permissions(
             "consolidator",
             "Consolidator: reads LEDGER and SESSIONS with its own durables, proposes\n"
-            "observations and runs consolidation through the ledger's RPCs.",
+            "observations and runs consolidation through the ledger's RPCs. It opens no\n"
+            "unnamed consumer, so it cannot rewrite another's durable either.",
             publish=(
                 "tavern.dlq.consolidator",
                 *(rpc(name) for name in CONSOLIDATOR_RPCS),
-                *_read(("SESSIONS", "LEDGER")),
+                *_read(("SESSIONS", "LEDGER"), unnamed=()),
                 *_pull(d.own("consolidator")),
             ),
             subscribe=(
@@ -362,8 +364,9 @@ HEADER = """\
 # `tavern init` (operator) only: every other user is denied every create form that names the
 # consumer in its subject (DURABLE.CREATE, CREATE.<STREAM>.<NAME>[.<FILTER>]), and every
 # consumer and stream administration subject. Services that read with unnamed consumers
-# (ordered replays) may publish the bare $JS.API.CONSUMER.CREATE.<STREAM> of their streams; the
-# client may not, and reads nothing of SESSIONS: a log is followed through the gateway.
+# (ordered replays: the loop, the projector, the gateway) may publish the bare
+# $JS.API.CONSUMER.CREATE.<STREAM> of their streams; the ledger, the consolidator and the client
+# may not, and the client reads nothing of SESSIONS: a log is followed through the gateway.
 # No service may delete a consumer: the projector's read consumers expire on their own.
 # Residual risk (verified on 2.15.1): a bare create by a service that names an existing durable
 # of the same stream rewrites that durable's mutable fields; `tavern status` shows it red and
