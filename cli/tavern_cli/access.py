@@ -232,7 +232,7 @@ def _granted(d: Durables) -> list[Permissions]:
                 "tavern.dlq.loop",
                 *(rpc(name) for name in LOOP_RPCS),
                 "$KV.tavern_leases.>",
-                *_read(("SESSIONS", "INPUTS", "KV_tavern_leases"), unnamed=("SESSIONS",)),
+                *_read(("SESSIONS", "INPUTS", "KV_tavern_leases"), unnamed=()),
                 *_pull(d.own("loop")),
             ),
             subscribe=(
@@ -364,9 +364,10 @@ HEADER = """\
 # `tavern init` (operator) only: every other user is denied every create form that names the
 # consumer in its subject (DURABLE.CREATE, CREATE.<STREAM>.<NAME>[.<FILTER>]), and every
 # consumer and stream administration subject. Services that read with unnamed consumers
-# (ordered replays: the loop, the projector, the gateway) may publish the bare
-# $JS.API.CONSUMER.CREATE.<STREAM> of their streams; the ledger, the consolidator and the client
-# may not, and the client reads nothing of SESSIONS: a log is followed through the gateway.
+# (ordered replays: the projector, the gateway) may publish the bare
+# $JS.API.CONSUMER.CREATE.<STREAM> of their streams; the loop, the ledger, the consolidator and
+# the client may not, and the client reads nothing of SESSIONS: a log is followed through the
+# gateway.
 # No service may delete a consumer: the projector's read consumers expire on their own.
 # Residual risk (verified on 2.15.1): a bare create by a service that names an existing durable
 # of the same stream rewrites that durable's mutable fields; `tavern status` shows it red and

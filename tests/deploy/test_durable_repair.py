@@ -101,8 +101,9 @@ async def _hijack(secured: Secured) -> None:
             "deliver_policy": "all",
         },
     }
-    loop = secured.users["loop"].nc
-    reply = await loop.request("$JS.API.CONSUMER.CREATE.SESSIONS", json.dumps(body).encode(), 3)
+    projector = secured.users["projector"].nc
+    subject, data = "$JS.API.CONSUMER.CREATE.SESSIONS", json.dumps(body).encode()
+    reply = await projector.request(subject, data, 3)
     assert "error" not in json.loads(reply.data), reply.data
 
 
