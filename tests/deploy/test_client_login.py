@@ -132,6 +132,17 @@ async def test_client_cannot_create_any_consumer_on_any_stream(secured: Secured)
         assert "rogue" not in names
 
 
+@pytest.mark.parametrize("user", ["loop", "ledger", "consolidator", "client"])
+async def test_logins_without_unnamed_consumers_cannot_rewrite_a_durable_by_the_bare_create(
+    secured: Secured, user: str
+) -> None:
+    """The bare create takes the consumer's name from its body: only the projector and the
+    gateway, which read with unnamed consumers, may publish it (the residual risk)."""
+    before = await _ingest_config(secured)
+    await _all_unanswered(secured.users[user], _create_forms(INGEST)[:2])
+    assert await _ingest_config(secured) == before
+
+
 @pytest.mark.parametrize("user", NON_OPERATORS)
 async def test_no_login_but_the_operator_creates_or_updates_a_consumer_by_name(
     secured: Secured, user: str
