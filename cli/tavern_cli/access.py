@@ -13,6 +13,15 @@ The rules:
   (`$JS.ACK.<stream>.<durable>.>`) and max-deliveries advisories per durable name. The
   projector reads with unnamed short-lived consumers too, so it may pull any consumer of its
   streams except, explicitly denied, every other service's durable.
+- consumers are managed by the operator alone: every other user is denied, explicitly, every
+  consumer-create form that takes its name from the subject (`$JS.API.CONSUMER.DURABLE.CREATE.`,
+  `$JS.API.CONSUMER.CREATE.<stream>.<name>[.<filter>]`) and every consumer and stream
+  administration subject (`MANAGED`). The bare `$JS.API.CONSUMER.CREATE.<stream>` takes the
+  name from the request body, so whoever may publish it may rewrite any consumer of that
+  stream: only the services that read with unnamed consumers get it, on their own streams.
+- session logs: the client may not read them at all (no subscription on `tavern.session.>`, no
+  consumer, direct get or stream info on SESSIONS): a log is read through a service that
+  checks the principal (the gateway's event stream) or by the operator.
 - requests: each service may ask only the RPCs its code calls; RPC answerers reply through
   `allow_responses` (no publish right on anyone's inbox).
 - passwords: `$NATS_<USER>_PASSWORD` in the server's environment; a missing one stops the
@@ -23,7 +32,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tavern_cli import catalog
 from tavern_runtime.bus import inbox_prefix_of
@@ -80,6 +89,46 @@ CLIENT_RPCS = (
 """What a front end asks: cards, lore, history, scenes and the session list."""
 
 
+MANAGED = (
+    "$JS.API.CONSUMER.DURABLE.CREATE.>",
+    "$JS.API.CONSUMER.CREATE.*.>",
+    "$JS.API.CONSUMER.DELETE.>",
+    "$JS.API.CONSUMER.PAUSE.>",
+    "$JS.API.CONSUMER.RESET.>",
+    "$JS.API.CONSUMER.UNPIN.>",
+    "$JS.API.CONSUMER.LEADER.STEPDOWN.>",
+    "$JS.API.STREAM.CREATE.>",
+    "$JS.API.STREAM.UPDATE.>",
+    "$JS.API.STREAM.DELETE.>",
+    "$JS.API.STREAM.PURGE.>",
+    "$JS.API.STREAM.MSG.DELETE.>",
+    "$JS.API.STREAM.SNAPSHOT.>",
+    "$JS.API.STREAM.RESTORE.>",
+    "$JS.API.STREAM.LEADER.STEPDOWN.>",
+    "$JS.API.STREAM.PEER.REMOVE.>",
+)
+"""Denied to every user but the operator, whatever its allow list says: creating a consumer
+with its name (or a durable name) in the subject, hence creating or updating any durable, in
+every form nats-server 2.15 has (`DURABLE.CREATE.<stream>.<durable>`, `CREATE.<stream>.<name>`,
+`CREATE.<stream>.<name>.<filter>`); deleting, pausing, resetting, unpinning a consumer or
+moving its leader; and every change to a stream."""
+
+SESSION_LOGS = (
+    "$JS.API.CONSUMER.INFO.SESSIONS.>",
+    "$JS.API.CONSUMER.MSG.NEXT.SESSIONS.>",
+    "$JS.API.CONSUMER.LIST.SESSIONS",
+    "$JS.API.CONSUMER.NAMES.SESSIONS",
+    "$JS.API.STREAM.INFO.SESSIONS",
+    "$JS.API.STREAM.MSG.GET.SESSIONS",
+    "$JS.API.DIRECT.GET.SESSIONS",
+    "$JS.API.DIRECT.GET.SESSIONS.>",
+    "$JS.FC.SESSIONS.>",
+)
+"""Every way to read SESSIONS through the JetStream API but creating a consumer: denied to the
+client (with every bare create, `$JS.API.CONSUMER.CREATE.*`, which names any consumer from its
+body), whose reads of a log go through a service that checks its principal."""
+
+
 @dataclass(frozen=True)
 class Permissions:
     user: str
@@ -88,6 +137,7 @@ class Permissions:
     subscribe: tuple[str, ...]
     deny_publish: tuple[str, ...] = ()
     responds: bool = False
+    deny_subscribe: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,7 +205,14 @@ def _inbox(user: str) -> str:
 
 
 def permissions(durables: Durables | None = None) -> list[Permissions]:
-    d = durables or Durables.of_catalog()
+    """Every user's rules; every one but the operator is denied `MANAGED` on top."""
+    return [
+        p if p.user == "operator" else replace(p, deny_publish=(*MANAGED, *p.deny_publish))
+        for p in _granted(durables or Durables.of_catalog())
+    ]
+
+
+def _granted(d: Durables) -> list[Permissions]:
     projected = ("SESSIONS", "LEDGER", "ASSETS")
     return [
         Permissions(
@@ -175,7 +232,7 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
                 "tavern.dlq.loop",
                 *(rpc(name) for name in LOOP_RPCS),
                 "$KV.tavern_leases.>",
-                *_read(("SESSIONS", "INPUTS", "KV_tavern_leases"), unnamed=("SESSIONS",)),
+                *_read(("SESSIONS", "INPUTS", "KV_tavern_leases"), unnamed=()),
                 *_pull(d.own("loop")),
             ),
             subscribe=(
@@ -188,12 +245,13 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
         ),
         Permissions(
             "ledger",
-            "Ledger: consumes session logs with its own durables, commits facts to LEDGER,\n"
-            "answers tavern.rpc.ledger.*; asks no other service.",
+            "Ledger: consumes session logs with its own durables (and gets by subject),\n"
+            "commits facts to LEDGER, answers tavern.rpc.ledger.*; asks no other service.\n"
+            "It opens no unnamed consumer, so it cannot rewrite another's durable either.",
             publish=(
                 "tavern.ledger.>",
                 "tavern.dlq.ledger",
-                *_read(("SESSIONS", "LEDGER")),
+                *_read(("SESSIONS", "LEDGER"), unnamed=()),
                 *_pull(d.own("ledger")),
             ),
             subscribe=(_inbox("ledger"), "tavern.rpc.ledger.>", *_advisories(d.own("ledger"))),
@@ -229,11 +287,12 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
         Permissions(
             "consolidator",
             "Consolidator: reads LEDGER and SESSIONS with its own durables, proposes\n"
-            "observations and runs consolidation through the ledger's RPCs.",
+            "observations and runs consolidation through the ledger's RPCs. It opens no\n"
+            "unnamed consumer, so it cannot rewrite another's durable either.",
             publish=(
                 "tavern.dlq.consolidator",
                 *(rpc(name) for name in CONSOLIDATOR_RPCS),
-                *_read(("SESSIONS", "LEDGER")),
+                *_read(("SESSIONS", "LEDGER"), unnamed=()),
                 *_pull(d.own("consolidator")),
             ),
             subscribe=(
@@ -275,22 +334,15 @@ def permissions(durables: Durables | None = None) -> list[Permissions]:
         ),
         Permissions(
             "client",
-            "Client (the CLI as a user, a chat front end, the gateway): sends inputs, follows\n"
-            "session logs, asks the projector's read RPCs. It can neither write a session log\n"
-            "nor touch the ledger, pull a durable or read another user's replies.",
-            publish=(
-                "tavern.input.>",
-                *(rpc(name) for name in CLIENT_RPCS),
-                "$JS.API.INFO",
-                "$JS.API.STREAM.INFO.SESSIONS",
-                "$JS.API.STREAM.INFO.INPUTS",
-                "$JS.API.DIRECT.GET.SESSIONS",
-                "$JS.API.DIRECT.GET.SESSIONS.>",
-                "$JS.API.CONSUMER.CREATE.SESSIONS",
-                "$JS.API.CONSUMER.INFO.SESSIONS.*",
-                "$JS.FC.SESSIONS.>",
-            ),
-            subscribe=(_inbox("client"), "tavern.session.>"),
+            "Client (a front end that holds no key of its own): sends inputs and asks the\n"
+            "projector's read RPCs, which answer with the principal's own sessions only. It\n"
+            "cannot read a session log (no subscription, consumer, direct get or stream info\n"
+            "on SESSIONS: logs are followed through the gateway), create, change or pull any\n"
+            "consumer, write a session log, touch the ledger or read another user's replies.",
+            publish=("tavern.input.>", *(rpc(name) for name in CLIENT_RPCS), "$JS.API.INFO"),
+            subscribe=(_inbox("client"),),
+            deny_publish=("$JS.API.CONSUMER.CREATE.*", *SESSION_LOGS),
+            deny_subscribe=("tavern.session.>", "$JS.>"),
         ),
     ]
 
@@ -309,11 +361,17 @@ HEADER = """\
 # and may subscribe to _INBOX_<user>.> only, so no user receives another's RPC or API replies.
 # RPC answerers get allow_responses: they reply without any publish right on an inbox.
 # Durable consumers: pull, ack and advisories per durable name. Durables are created by
-# `tavern init` (operator) only: services may create unnamed consumers (ordered replays) with the
-# bare $JS.API.CONSUMER.CREATE.<STREAM>, on which the server refuses a durable name (10020).
+# `tavern init` (operator) only: every other user is denied every create form that names the
+# consumer in its subject (DURABLE.CREATE, CREATE.<STREAM>.<NAME>[.<FILTER>]), and every
+# consumer and stream administration subject. Services that read with unnamed consumers
+# (ordered replays: the projector, the gateway) may publish the bare
+# $JS.API.CONSUMER.CREATE.<STREAM> of their streams; the loop, the ledger, the consolidator and
+# the client may not, and the client reads nothing of SESSIONS: a log is followed through the
+# gateway.
 # No service may delete a consumer: the projector's read consumers expire on their own.
-# Residual risk (verified on 2.15.1): an unnamed create that names an existing durable of the
-# same stream rewrites that durable's mutable fields; `tavern init` reports it as drift.
+# Residual risk (verified on 2.15.1): a bare create by a service that names an existing durable
+# of the same stream rewrites that durable's mutable fields; `tavern status` shows it red and
+# `tavern init --apply-drift` puts it back and replays what it skipped.
 """
 
 
@@ -336,6 +394,8 @@ def _user(p: Permissions, password: str) -> list[str]:
     lines.append(f"{pad}    }}")
     lines.append(f"{pad}    subscribe: {{")
     lines += _list("allow", p.subscribe, pad + "      ")
+    if p.deny_subscribe:
+        lines += _list("deny", p.deny_subscribe, pad + "      ")
     lines.append(f"{pad}    }}")
     if p.responds:
         lines.append(f"{pad}    allow_responses: true")

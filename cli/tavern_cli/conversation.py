@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import DeliverPolicy
 
 from tavern_events import subjects
@@ -30,6 +31,7 @@ from tavern_events.input import (
 from tavern_events.streams import SESSIONS
 from tavern_events.union import decode_or_skip, encode
 from tavern_runtime import tracing
+from tavern_runtime.errors import ConfigurationError
 
 DIM, BOLD, CYAN, YELLOW, RED, RESET = (
     "\x1b[2m",
@@ -260,6 +262,13 @@ def _status(payload: Any) -> str:
     return f", {shown}" if shown else ""
 
 
+NO_LOG_READS = (
+    "this NATS login may not read session logs (the `client` login reads none): run the CLI "
+    "as the operator, or follow the session in the web app"
+)
+"""What a refused (hence unanswered) read of SESSIONS means to the person at the terminal."""
+
+
 class Conversation:
     """Inputs out, events in. `turn_ended` fires for every turn/end of the session."""
 
@@ -270,20 +279,27 @@ class Conversation:
         self._sub: Any = None
 
     async def open(self) -> None:
-        """Follow the session's log from now on (an ordered consumer: nothing is missed)."""
-        self._sub = await self.js.subscribe(
-            subjects.session_filter(self.session_id),
-            stream=SESSIONS.name,  # named: no stream lookup, which a client may not do
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-            cb=self._on_event,
-        )
+        """Follow the session's log from now on (an ordered consumer: nothing is missed).
+        A NATS login that may not read session logs (`client`) is told so."""
+        try:
+            self._sub = await self.js.subscribe(
+                subjects.session_filter(self.session_id),
+                stream=SESSIONS.name,  # named: no stream lookup
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.NEW,
+                cb=self._on_event,
+            )
+        except NatsTimeoutError:
+            raise ConfigurationError(NO_LOG_READS) from None
 
     async def exists(self) -> bool:
         """Whether the session has a log (any event in SESSIONS)."""
-        info = await self.js.stream_info(
-            SESSIONS.name, subjects_filter=subjects.session_filter(self.session_id)
-        )
+        try:
+            info = await self.js.stream_info(
+                SESSIONS.name, subjects_filter=subjects.session_filter(self.session_id)
+            )
+        except NatsTimeoutError:
+            raise ConfigurationError(NO_LOG_READS) from None
         return bool(info.state.subjects)
 
     async def close(self) -> None:

@@ -12,7 +12,7 @@ from nats.aio.client import Client
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tavern_cli import catalog
+from tavern_cli import catalog, checkpoints
 from tavern_runtime import pg
 from tavern_runtime.credentials import DB_ROLES
 from tavern_runtime.dbroles import ensure_roles, role_dsn
@@ -52,13 +52,18 @@ def quiet_logging() -> None:
     configure_logging("tavern", level="WARNING", fmt="console")
 
 
-async def provision_all(nc: Client, replicas: int, apply_drift: bool) -> ProvisionReport:
-    """Streams, every service's durable consumers and the KV buckets."""
+async def provision_all(
+    nc: Client, replicas: int, apply_drift: bool, database_url: str = ""
+) -> ProvisionReport:
+    """Streams, every service's durable consumers and the KV buckets. A durable whose drift
+    is fixed replays from its reader's checkpoint, read through `database_url` (an
+    administrator's DSN; without one, nothing is replayed)."""
     return await provision(
         nc.jetstream(timeout=5),
         consumers=catalog.all_consumers(),
         replicas=replicas,
         apply_drift=apply_drift,
+        replay_from=checkpoints.replay_from(database_url) if database_url else None,
     )
 
 

@@ -20,7 +20,7 @@ from tavern_cli import catalog
 from tavern_cli.rundir import Layout, read_health
 from tavern_events import streams, subjects
 from tavern_runtime import pg
-from tavern_runtime.provision import BUCKETS
+from tavern_runtime.provision import BUCKETS, CONSUMER_FIELDS, ConsumerSpec, Drift, compare
 
 TIMEOUT_S = 3.0
 PING_TIMEOUT_S = 2.0
@@ -51,6 +51,9 @@ class ConsumerRow:
     ack_pending: int
     redelivered: int
     waiting: int
+    ok: bool = True
+    detail: str = ""
+    """Why a durable is red: missing, or its config differs from its spec (drift)."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,17 @@ async def probe_nats(nc: Client) -> NatsState:
     v = nc.connected_server_version
     detail = f"v{v.major}.{v.minor}.{v.patch}, JetStream on, {account.streams} streams"
     state = NatsState(Check("NATS", True, f"{_url(nc)} ({detail})"))
+    durables = {(c.stream, c.name): c for c in catalog.all_consumers()}
     for name in expected_streams():
-        row, consumers = await _stream(js, name)
+        row, consumers = await _stream(js, name, durables)
         state.streams.append(row)
         state.consumers.extend(consumers)
     return state
 
 
-async def _stream(js: JetStreamContext, name: str) -> tuple[StreamRow, list[ConsumerRow]]:
+async def _stream(
+    js: JetStreamContext, name: str, durables: dict[tuple[str, str], ConsumerSpec]
+) -> tuple[StreamRow, list[ConsumerRow]]:
     try:
         info = await js.stream_info(name)
         consumers = await js.consumers_info(name)
@@ -97,10 +103,19 @@ async def _stream(js: JetStreamContext, name: str) -> tuple[StreamRow, list[Cons
         return StreamRow(name, False, detail="missing: run `tavern init`"), []
     state = info.state
     row = StreamRow(name, True, state.messages, state.bytes, state.consumer_count or 0)
-    return row, [_consumer_row(name, c) for c in consumers]
+    rows = [_consumer_row(name, c, durables.get((name, c.name))) for c in consumers]
+    found = {c.name for c in consumers}
+    missing = [spec for (stream, n), spec in durables.items() if stream == name and n not in found]
+    rows += [
+        ConsumerRow(name, s.name, 0, 0, 0, 0, False, "missing: run `tavern init`") for s in missing
+    ]
+    return row, rows
 
 
-def _consumer_row(stream: str, info: ConsumerInfo) -> ConsumerRow:
+def _consumer_row(stream: str, info: ConsumerInfo, spec: ConsumerSpec | None) -> ConsumerRow:
+    """A durable of the catalog is red when its live config differs from its spec: something
+    rewrote it, and it may be passing over what its reader needs."""
+    drifts = durable_drift(spec, info) if spec is not None else []
     return ConsumerRow(
         stream,
         info.name,
@@ -108,7 +123,21 @@ def _consumer_row(stream: str, info: ConsumerInfo) -> ConsumerRow:
         info.num_ack_pending or 0,
         info.num_redelivered or 0,
         info.num_waiting or 0,
+        not drifts,
+        _drift_note(drifts),
     )
+
+
+def durable_drift(spec: ConsumerSpec, info: ConsumerInfo) -> list[Drift]:
+    resource = f"consumer {spec.stream}/{spec.name}"
+    return compare(resource, CONSUMER_FIELDS, spec.config(), info.config)
+
+
+def _drift_note(drifts: list[Drift]) -> str:
+    if not drifts:
+        return ""
+    changed = ", ".join(f"{d.field} {d.actual!r} (spec {d.expected!r})" for d in drifts)
+    return f"changed: {changed}; `tavern init --apply-drift` repairs and replays it"
 
 
 async def probe_postgres(database_url: str) -> Check:

@@ -363,10 +363,11 @@ async def test_the_demo_conversation_runs_with_every_process_as_its_own_user(
     secured: Secured, database_url: str, tmp_path: Path
 ) -> None:
     """The demo `tavern up` plays (chat, a memory write, a recall, /compact), sent as the
-    `client` user to the four services logged in as theirs: every turn completes promptly and
-    no process is refused anything (a refused request waits out its deadline unnoticed)."""
+    operator (it follows its session's log, which the `client` login may not read) to the four
+    services logged in as theirs: every turn completes promptly and no process is refused
+    anything (a refused request waits out its deadline unnoticed)."""
     url = secured.server.url.replace(
-        "nats://", f"nats://client:{secured.server.password('client')}@"
+        "nats://", f"nats://operator:{secured.server.password('operator')}@"
     )
     with structlog.testing.capture_logs() as logs:
         async with _services(secured, database_url, tmp_path):
@@ -661,7 +662,12 @@ async def test_each_users_subscribe_rights_checked_subject_by_subject(
     for subject in candidates:
         await client.nc.subscribe(subject)
     await client.nc.flush()
-    allowed = {s for s in candidates if any(_matches(p, s) for p in rules.subscribe)}
+    allowed = {
+        s
+        for s in candidates
+        if any(_matches(p, s) for p in rules.subscribe)
+        and not any(_matches(d, s) for d in rules.deny_subscribe)
+    }
     denied = [s for s in candidates if s not in allowed]
     assert await eventually(
         lambda: all(_subscription_refused(client, s) for s in denied), timeout=5

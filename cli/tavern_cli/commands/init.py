@@ -56,7 +56,9 @@ def _embedded_roles(layout: Layout, endpoints: Endpoints) -> dict[str, str] | No
 async def _init(endpoints: Endpoints, apply_drift: bool, roles: dict[str, str] | None) -> int:
     settings = TavernSettings()
     async with nats_connection(endpoints) as nc:
-        report = await initialise.provision_all(nc, settings.stream_replicas, apply_drift)
+        report = await initialise.provision_all(
+            nc, settings.stream_replicas, apply_drift, endpoints.database_url
+        )
     for line in report.lines():
         print(line)
     migrations = await initialise.migrate_all(endpoints.database_url or _missing_dsn(), roles)

@@ -51,7 +51,9 @@ class Report:
     @property
     def ok(self) -> bool:
         streams = self.nats.streams if self.nats else []
+        consumers = self.nats.consumers if self.nats else []
         rows_ok = [c.ok for c in self.servers] + [s.ok for s in streams]
+        rows_ok += [c.ok for c in consumers]
         return all(rows_ok + [s.ok for s in self.services])
 
 
@@ -92,13 +94,15 @@ def _streams(rows: list[probes.StreamRow]) -> Table:
 
 
 def _consumers(rows: list[probes.ConsumerRow]) -> Table:
-    table = Table("stream", "consumer", "pending", "ack pending", "redelivered", "waiting")
+    columns = ("stream", "consumer", "pending", "ack pending", "redelivered", "waiting", "note")
+    table = Table("", *columns)
     table.title, table.title_justify = "Consumers", "left"
     for row in rows:
         counts = (row.pending, row.ack_pending, row.redelivered, row.waiting)
-        table.add_row(row.stream, row.name, *(str(n) for n in counts))
+        mark = GREEN if row.ok else RED
+        table.add_row(mark, row.stream, row.name, *(str(n) for n in counts), row.detail)
     if not rows:
-        table.add_row("[dim]none yet[/dim]", "", "", "", "", "")
+        table.add_row("", "[dim]none yet[/dim]", "", "", "", "", "", "")
     return table
 
 

@@ -53,7 +53,8 @@ class RunningSystem:
     data_dir: Path
     nats_user: str = ""
     nats_password: str = field(default="", repr=False)
-    """The client login of the embedded NATS (empty with a NATS of your own)."""
+    """The operator login of the embedded NATS (empty with a NATS of your own): the demo
+    follows its session's log, which the `client` login may not read."""
 
 
 Demo = Callable[[RunningSystem], Coroutine[Any, Any, None]]
@@ -222,7 +223,7 @@ async def _session(
     supervisor.start()
     _banner(layout, servers, out)
     extras = [asyncio.create_task(_announce_ready(layout, out, stopper.event))]
-    user, password = embedded.login("client")
+    user, password = embedded.login("operator")
     system = RunningSystem(servers.nats_url, servers.database_url, layout.root, user, password)
     extras += _demo(args, system, out)
     await stopper.event.wait()
@@ -266,7 +267,9 @@ async def _prepare(
     user, password = embedded.login("operator")
     endpoints = Endpoints(servers.nats_url, servers.database_url, "up", user, password)
     async with nats_connection(endpoints) as nc:
-        report = await initialise.provision_all(nc, settings.stream_replicas, apply)
+        report = await initialise.provision_all(
+            nc, settings.stream_replicas, apply, servers.database_url
+        )
     for line in report.lines():
         if not line.startswith("unchanged"):
             out.say(line)

@@ -21,11 +21,12 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 from nats.js.errors import NotFoundError
 
 from tavern_runtime import dlq
 from tavern_runtime.logs import get_logger
-from tavern_runtime.provision import ConsumerSpec
+from tavern_runtime.provision import CONSUMER_FIELDS, ConsumerSpec, compare
 from tavern_runtime.pull import Pull
 
 log = get_logger(__name__)
@@ -117,7 +118,8 @@ class BatchConsumer:
         while not self._stopping.is_set():
             try:
                 with contextlib.suppress(NotFoundError):
-                    await js.consumer_info(self._stream, self._durable)
+                    info = await js.consumer_info(self._stream, self._durable)
+                    self._check(info.config)
                     return True
                 await js.add_consumer(self._stream, config=self._config)
                 return True
@@ -126,6 +128,21 @@ class BatchConsumer:
             await self._pause(delay)
             delay = min(MAX_RETRY_DELAY_S, delay * 2)
         return False
+
+    def _check(self, live: ConsumerConfig) -> None:
+        """The config check of every start: a durable changed behind provisioning's back may
+        be passing over what this reader needs. Said loudly; `tavern status` shows it red and
+        `tavern init --apply-drift` repairs it (a reader never rewrites its durable)."""
+        resource = f"consumer {self._stream}/{self._durable}"
+        for drift in compare(resource, CONSUMER_FIELDS, self._config, live):
+            log.error(
+                "durable_drift",
+                consumer=self._durable,
+                field=drift.field,
+                expected=str(drift.expected),
+                actual=str(drift.actual),
+                repair="tavern init --apply-drift",
+            )
 
     async def _take(self, pull: Pull) -> list[Msg]:
         try:

@@ -2,11 +2,16 @@
 
 Creates what is missing and leaves what matches. A live resource that differs from its spec is
 reported as drift and rewritten only on `apply_drift=True` (and only where the server allows).
+A durable whose config was changed behind provisioning's back (a filter that matched nothing,
+say) has passed over what it should have delivered: once its config is put back, it is reset
+to replay from its reader's checkpoint (`replay_from`), which is safe because its reader
+applies each message idempotently.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
@@ -35,6 +40,9 @@ log = get_logger(__name__)
 
 Config = TypeVar("Config", StreamConfig, ConsumerConfig)
 Made = TypeVar("Made")
+ReplayFrom = Callable[["ConsumerSpec"], Awaitable["int | None"]]
+"""The stream sequence a durable's reader wants delivered next after a repair (its
+checkpoint + 1), None when no checkpoint is known."""
 
 CREATE_ATTEMPTS = 3
 """A cluster that has just elected its meta leader may still be settling its routes: the reply
@@ -184,6 +192,8 @@ class ProvisionReport:
     updated: list[str] = field(default_factory=list)
     drifted: list[Drift] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    replayed: list[str] = field(default_factory=list)
+    """Repaired durables reset to their reader's checkpoint, or told why not."""
 
     @property
     def ok(self) -> bool:
@@ -194,6 +204,7 @@ class ProvisionReport:
         rows = [f"created    {r}" for r in self.created]
         rows += [f"unchanged  {r}" for r in self.unchanged]
         rows += [f"updated    {r}" for r in self.updated]
+        rows += [f"replayed   {r}" for r in self.replayed]
         rows += [f"drift      {d}" for d in self.drifted]
         rows += [f"refused    {r}" for r in self.refused]
         return rows
@@ -297,8 +308,10 @@ async def provision(
     buckets: Sequence[BucketSpec] = BUCKETS,
     replicas: int | None = None,
     apply_drift: bool = False,
+    replay_from: ReplayFrom | None = None,
 ) -> ProvisionReport:
-    """Create missing streams, consumers and buckets; report (or, if asked, fix) drift."""
+    """Create missing streams, consumers and buckets; report (or, if asked, fix) drift. A
+    durable whose drift is fixed replays from `replay_from` (nothing without it)."""
     from tavern_runtime.bus import require_server_version
 
     require_server_version(js._nc)
@@ -306,7 +319,7 @@ async def provision(
     for spec in stream_specs:
         await _stream(js, spec, replicas, apply_drift, report)
     for consumer in consumers:
-        await _consumer(js, consumer, apply_drift, report)
+        await _consumer(js, consumer, apply_drift, report, replay_from)
     for bucket in buckets:
         await _bucket(js, bucket, replicas or 1, apply_drift, report)
     log.info("provisioned", **{k: len(v) for k, v in vars(report).items()})
@@ -369,7 +382,11 @@ class _Change:
 
 
 async def _consumer(
-    js: JetStreamContext, spec: ConsumerSpec, apply: bool, report: ProvisionReport
+    js: JetStreamContext,
+    spec: ConsumerSpec,
+    apply: bool,
+    report: ProvisionReport,
+    replay_from: ReplayFrom | None = None,
 ) -> None:
     resource, expected = f"consumer {spec.stream}/{spec.name}", spec.config()
     try:
@@ -381,6 +398,40 @@ async def _consumer(
     unasked = [d for d in drifts if widens(d, spec)]
     write = functools.partial(js.add_consumer, spec.stream)
     await _Change(report, resource, info.config, expected, write).reconcile(drifts, unasked, apply)
+    repaired = apply and resource in report.updated and any(d not in unasked for d in drifts)
+    if repaired and replay_from is not None:
+        await _replay(js, spec, await replay_from(spec), report)
+
+
+async def _replay(
+    js: JetStreamContext, spec: ConsumerSpec, seq: int | None, report: ProvisionReport
+) -> None:
+    """Deliver `spec`'s durable again from stream sequence `seq` (its reader's checkpoint + 1):
+    what it passed over while its config was wrong reaches its reader after all."""
+    resource = f"consumer {spec.stream}/{spec.name}"
+    if seq is None:
+        report.replayed.append(f"{resource}: no checkpoint known, not replayed")
+        return
+    try:
+        await reset_consumer(js, spec.stream, spec.name, seq)
+    except APIError as exc:
+        log.error("consumer_reset_refused", resource=resource, error=exc.description)
+        report.refused.append(f"{resource}: replay from {seq}: {exc.description}")
+        return
+    log.warning("consumer_replayed", resource=resource, from_seq=seq)
+    report.replayed.append(f"{resource} from stream seq {seq}")
+
+
+async def reset_consumer(js: JetStreamContext, stream: str, name: str, seq: int) -> int:
+    """`$JS.API.CONSUMER.RESET.<stream>.<name>` (nats-server 2.14+): the durable delivers
+    from stream sequence `seq` next, its pending and redelivery state dropped. The operator's
+    alone (`tavern_cli.access.MANAGED`). Returns the sequence the server reset to."""
+    subject = f"{js._prefix}.CONSUMER.RESET.{stream}.{name}"
+    reply = await js._nc.request(subject, json.dumps({"seq": seq}).encode(), timeout=5)
+    answer = json.loads(reply.data)
+    if "error" in answer:
+        APIError.from_error(answer["error"])  # raises the error's own class
+    return int(answer.get("reset_seq", seq))
 
 
 async def _bucket(

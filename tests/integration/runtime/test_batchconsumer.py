@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import nats
 import pytest
+import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -241,3 +242,25 @@ async def test_close_waits_out_the_open_request_so_nothing_lands_on_a_dead_inbox
     assert [int(m.data) for m in left] == [0, 1]
     info = await js.consumer_info(STREAM, SPEC.name)
     assert info.num_ack_pending == 2  # handed to the caller, who naks or acks them
+
+
+async def test_a_durable_changed_behind_provisionings_back_is_reported_at_start(
+    bus: tuple[Client, JetStreamContext],
+) -> None:
+    """The config check of every start: the reader says which field differs and how to repair
+    it, and never rewrites its durable itself."""
+    nc, js = bus
+    await js.add_consumer(STREAM, replace(SPEC, filter_subjects=("ct.nothing",)).config())
+    recorder = Recorder()
+    consumer = BatchConsumer(SPEC, recorder, batch=10, wait_s=0.05)
+    with structlog.testing.capture_logs() as logs:
+        consumer.start(nc, js)
+        try:
+            await eventually(lambda: [e for e in logs if e["event"] == "durable_drift"], timeout=5)
+        finally:
+            await consumer.stop()
+    [drift] = [e for e in logs if e["event"] == "durable_drift"]
+    assert drift["field"] == "filter_subjects"
+    assert drift["repair"] == "tavern init --apply-drift"
+    info = await js.consumer_info(STREAM, SPEC.name)
+    assert info.config.filter_subjects == ["ct.nothing"]
