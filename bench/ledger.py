@@ -39,11 +39,13 @@ from tavern_events.message import UserMessage, UserMessagePayload
 from tavern_events.union import encode, subject_for
 from tavern_ledger import app as ledger_app
 from tavern_ledger.config import LedgerSettings
+from tavern_ledger.domain.admission import cut
 from tavern_ledger.domain.claims import CLAIMS_VERSION, claim_domain
 from tavern_ledger.domain.extract import ExtractConfig
 from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session_source_ref
 from tavern_ledger.domain.ingestion import BatchPlanner, Incoming
 from tavern_ledger.domain.records import EvidenceRow
+from tavern_ledger.domain.segments import SEGMENTS_VERSION
 from tavern_ledger.domain.text import TERMS_VERSION, estimate_tokens
 from tavern_ledger.evidence import ingest as ingest_store
 from tavern_ledger.evidence import rows as evidence_store
@@ -123,6 +125,11 @@ def _row(i: int, text: str) -> EvidenceRow:
     )
 
 
+def _filed(message: EvidenceRow) -> list[EvidenceRow]:
+    kept, claims = cut(message)
+    return [kept, *claims]
+
+
 # --- databases and the app ----------------------------------------------------------------------
 
 
@@ -151,15 +158,16 @@ def corpus_rows(env: Env) -> int:
 
 
 async def _seeded_recall_db(server_dsn: str, rows: int = CORPUS_ROWS) -> str:
-    """The recall corpus database: `rows` (100k) evidence rows in one scope (seeded once per
-    run; the run's benches ask for the same size)."""
+    """The recall corpus database: `rows` (100k) messages in one scope, each kept whole and cut
+    into its claim, so 100k rows recall reads (seeded once per run; the run's benches ask for
+    the same size)."""
     dsn = pg.with_database(server_dsn, CORPUS_DB)
     await _create_database(server_dsn, CORPUS_DB)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
         await migrate(pool, ledger_app.migrations())
         count = await pool.fetchval(
-            "SELECT count(*) FROM ledger.evidence WHERE scope_id = $1", SCOPE
+            "SELECT count(*) FROM ledger.evidence WHERE scope_id = $1 AND claim_of IS NULL", SCOPE
         )
         if count < rows:
             await _seed(pool, int(count), rows)
@@ -173,15 +181,20 @@ async def _seed(pool: Any, have: int, total: int) -> None:
     texts = [corpus.text() for _ in range(total)]
     async with pool.acquire() as conn:
         for start in range(have, total, 2000):
-            rows = [_row(i, texts[i]) for i in range(start, min(start + 2000, total))]
+            # Filed as ingestion files a person's message: kept whole, and cut into its claims
+            # (one claim each: the texts are one clause), which recall reads.
+            messages = [_row(i, texts[i]) for i in range(start, min(start + 2000, total))]
+            rows = [row for m in messages for row in _filed(m)]
             async with conn.transaction():
                 await evidence_store.insert(conn, rows)
         # the rows were indexed by this tokeniser and filed by these rules, as the ledger would
         # have done: no rebuild when it starts (one would run beside the measured recalls)
         await conn.execute(
-            "UPDATE ledger.lexicon SET terms_version = $1, claims_version = $2",
+            "UPDATE ledger.lexicon SET terms_version = $1, claims_version = $2, "
+            "segments_version = $3",
             TERMS_VERSION,
             CLAIMS_VERSION,
+            SEGMENTS_VERSION,
         )
         await conn.execute("VACUUM ANALYZE ledger.evidence")
         await conn.execute("VACUUM ANALYZE ledger.evidence_term")
