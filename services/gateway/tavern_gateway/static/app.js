@@ -606,8 +606,14 @@ async function loadMemory(sid, scope) {
     if (!chosen(sid)) return;
     body.replaceChildren();
     for (const item of found.items || []) body.append(memoryRow(sid, item));
-    if (!(found.items || []).length) body.append(el("tr", {}, el("td", { colspan: 6, text: "No memory items." })));
+    if (!(found.items || []).length) body.append(el("tr", {}, el("td", { colspan: 7, text: "No memory items." })));
   } catch (e) { /* shown */ }
+}
+
+// What a row is as a claim: a person's whole message, or a claim cut from one (which it names).
+function claimOf(item) {
+  if (!item.claim_kind) return "";
+  return item.claim_of ? `${item.claim_kind} · from ${item.claim_of.slice(0, 11)}…` : item.claim_kind;
 }
 
 function memoryRow(sid, item) {
@@ -624,7 +630,7 @@ function memoryRow(sid, item) {
     });
   }
   return el("tr", { "data-id": id }, el("td", { class: "mem-text", text: item.text || item.content || "" }),
-    el("td", { text: item.source_class || item.source || "" }), el("td", { text: item.authority || "" }),
+    el("td", { text: claimOf(item) }), el("td", { text: item.source_class || item.source || "" }), el("td", { text: item.authority || "" }),
     el("td", { text: item.claim_domain || item.domain || "" }), el("td", { text: item.state || "" }), actions);
 }
 
