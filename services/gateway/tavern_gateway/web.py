@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -220,23 +221,25 @@ async def setup(body: Credentials, gw: G) -> Response:
     return await _signed_in_response(gw, account)
 
 
-@api.post("/login", summary="Sign in; rate-limited per account")
-async def login(body: Credentials, gw: G) -> Response:
+@api.post("/login", summary="Sign in; rate-limited per account and client address")
+async def login(body: Credentials, request: Request, gw: G) -> Response:
     limit, window = gw.settings.gateway_login_failures, gw.settings.gateway_login_window_s
-    if await gw.store.recent_failures(body.name, window) >= limit:
+    client = accounts.client_key(request.client.host if request.client else "")
+    wait_s = await gw.store.take_attempt(body.name, client, limit, window)
+    if wait_s:
         error = ApiError(
             "rate_limited",
-            f"too many failed sign-ins for {body.name!r}; wait {window // 60 or 1} minutes",
+            f"too many failed sign-ins for {body.name!r} from this address; "
+            f"wait {max(1, wait_s // 60)} minute(s)",
         )
-        error.headers = {"Retry-After": str(window)}  # type: ignore[attr-defined]
+        error.headers = {"Retry-After": str(wait_s)}  # type: ignore[attr-defined]
         raise error
     found = await gw.store.account_with_hash(body.name)
     stored = found[1] if found else accounts.DUMMY_HASH
     ok = await asyncio.to_thread(accounts.verify_password, stored, body.password)
-    if found is None or not ok:
-        await gw.store.record_failure(body.name, window)
+    if found is None or not ok:  # the attempt taken above stays counted
         raise ApiError("unauthenticated", "wrong name or password")
-    await gw.store.clear_failures(body.name)
+    await gw.store.forget_attempts(body.name, client, window)
     return await _signed_in_response(gw, found[0])
 
 
@@ -282,12 +285,11 @@ async def invite(request: Request, account: Owner, gw: G) -> dict[str, Any]:
 @api.post("/invites/{token}/accept", summary="Create an invited account and sign in")
 async def accept_invite(token: str, body: Credentials, gw: G) -> Response:
     name = accounts.check_name(body.name)
-    pw_hash = accounts.hash_password(body.password)
-    if not await gw.store.invite_open(token):
+    pw_hash = await asyncio.to_thread(accounts.hash_password, body.password)
+    principal = accounts.invitee_principal(secrets.token_hex(12))
+    account = await gw.store.accept_invite(token, name, principal, pw_hash)
+    if account is None:
         raise ApiError("not_found", "this invite link is used up or has expired; ask for a new one")
-    account = await gw.store.create_account(name, name, "user", pw_hash)
-    if not await gw.store.use_invite(token, name):
-        raise ApiError("not_found", "this invite link was used at the same moment")
     return await _signed_in_response(gw, account)
 
 
