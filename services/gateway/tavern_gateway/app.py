@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -25,7 +26,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from tavern_events import streams, subjects
-from tavern_gateway import errors, panel, web
+from tavern_gateway import errors, limits, panel, web
 from tavern_gateway.bus import Bus
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.store import Store
@@ -89,6 +90,14 @@ def build_app(settings: GatewaySettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.holder = holder
+    app.add_middleware(
+        limits.BodyLimit,
+        limit=functools.partial(
+            limits.limit_for,
+            default=settings.gateway_max_body_bytes,
+            upload=settings.gateway_max_upload_bytes,
+        ),
+    )
     app.add_exception_handler(TavernError, errors.on_tavern_error)
     app.add_exception_handler(RequestValidationError, errors.on_validation)
     app.add_exception_handler(HTTPException, errors.on_http)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from tavern_events.ids import new_id
 from tavern_events.subjects import InvalidIdError, validate_id
-from tavern_gateway import accounts
+from tavern_gateway import accounts, navigation
 from tavern_gateway.accounts import Account
 from tavern_gateway.bus import Bus, Refused
 from tavern_gateway.config import GatewaySettings
@@ -721,9 +721,14 @@ async def setup_page(request: Request, gw: G) -> Response:
 async def login_page(request: Request, gw: G, expired: int = 0, next: str = "/") -> Response:
     if not await gw.store.has_owner():
         return RedirectResponse("/setup", status_code=303)
-    safe_next = next if next.startswith("/") and not next.startswith("//") else "/"
     return _page(
-        gw, request, "login.html", None, title="Sign in", expired=bool(expired), next=safe_next
+        gw,
+        request,
+        "login.html",
+        None,
+        title="Sign in",
+        expired=bool(expired),
+        next=navigation.safe_next(next),
     )
 
 

@@ -91,3 +91,12 @@ async def test_an_invitee_never_becomes_the_bus_user_of_their_chosen_name(
     assert me["name"] == "bob"
     assert me["principal"].startswith("user:w-")
     assert me["principal"] != "user:bob"
+
+
+async def test_the_sign_in_page_sends_a_foreign_next_home(gateway: FastAPI, owner: Browser) -> None:
+    page = await owner.http.get("/login", params={"next": "/\\evil.example/x"})
+    assert page.status_code == 200
+    assert 'data-next="/"' in page.text
+    assert "evil.example" not in page.text
+    kept = await owner.http.get("/login", params={"next": "/chat/s-1"})
+    assert 'data-next="/chat/s-1"' in kept.text
