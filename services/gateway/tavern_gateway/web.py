@@ -34,7 +34,7 @@ from tavern_gateway.config import GatewaySettings
 from tavern_gateway.errors import ApiError
 from tavern_gateway.projected import until_projected
 from tavern_gateway.store import Store
-from tavern_runtime import principals
+from tavern_runtime import principals, rpcguard
 from tavern_runtime.cards import cards, importer
 from tavern_runtime.cards.errors import CardError
 from tavern_runtime.logs import get_logger
@@ -343,6 +343,7 @@ async def import_asset(
         problem = f"{name} is not a card we can import: {exc.message}"
         raise ApiError("invalid", problem, reason="invalid_card") from None
     asset = cards.owned_by(found, account.principal_name)  # the signed-in user's, by id too
+    _storable(asset, name)
     locator = (
         await asyncio.to_thread(importer.store_image, data, gw.settings.data_dir)
         if asset.kind == "character"
@@ -368,6 +369,15 @@ async def import_asset(
         "stream_seq": seq,
         "ready": ready,
     }
+
+
+def _storable(asset: cards.ImportedAsset, file_name: str) -> None:
+    """Refuse, before anything is stored or published, a card that no store can hold (NUL, a
+    lone surrogate): the import event would reach the projector only to be dead-lettered."""
+    problem = rpcguard.hostile({"file": file_name, "name": asset.name, "card": asset.content})
+    if problem:
+        message = f"{file_name or 'the file'} is not a card we can import: {problem}"
+        raise ApiError("invalid", message, reason="invalid_card")
 
 
 def _greeting(content: dict[str, Any], name: str, user_name: str) -> str:
