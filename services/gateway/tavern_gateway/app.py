@@ -31,7 +31,7 @@ from tavern_gateway.bus import Bus
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.store import Store
 from tavern_runtime import bus as runtime_bus
-from tavern_runtime import health, pg, tracing
+from tavern_runtime import filemodes, health, pg, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import configure_logging, get_logger
@@ -202,6 +202,7 @@ def _stop_on_signals(server: uvicorn.Server) -> None:
 
 
 def main() -> None:
+    filemodes.private_umask()
     settings = GatewaySettings()
     configure_logging(SERVICE, settings.log_level, settings.log_format)
     tracing.configure_tracing(SERVICE, settings.otlp_endpoint)
