@@ -22,11 +22,13 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp
 
 from tavern_events import streams, subjects
-from tavern_gateway import errors, limits, panel, web
+from tavern_gateway import apidocs, errors, headers, limits, panel, web
 from tavern_gateway.bus import Bus
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.store import Store
@@ -51,6 +53,13 @@ STATIC = Path(__file__).parent / "static"
 
 def migrations() -> MigrationSet:
     return load_migrations(SCHEMA, "tavern_gateway")
+
+
+class GatewayApp(FastAPI):
+    """The FastAPI app with the security headers outside everything, its error handler too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return headers.SecurityHeaders(super().build_middleware_stack())
 
 
 def build_app(settings: GatewaySettings) -> FastAPI:
@@ -81,13 +90,15 @@ def build_app(settings: GatewaySettings) -> FastAPI:
         finally:
             await pool.close()
 
-    app = FastAPI(
+    app = GatewayApp(
         title="AgentTavern gateway",
         version=VERSION,
         description="The web app's HTTP API. Every call acts as the signed-in user (a cookie "
         "session); state-changing calls need the `X-CSRF-Token` header equal to the "
         '`tavern_csrf` cookie. Errors are `{"error": {code, message, retryable}}`.',
         lifespan=lifespan,
+        docs_url=None,  # served below from the package, not a CDN
+        redoc_url=None,
     )
     app.state.holder = holder
     app.add_middleware(
@@ -106,6 +117,12 @@ def build_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(panel.panel)
     app.include_router(web.pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs() -> HTMLResponse:
+        return apidocs.page(app.title, app.openapi_url or "/openapi.json")
+
+    app.mount(apidocs.ASSETS_URL, apidocs.assets(), name="docs-assets")
     return app
 
 

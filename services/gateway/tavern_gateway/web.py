@@ -32,6 +32,7 @@ from tavern_gateway.accounts import Account
 from tavern_gateway.bus import Bus, Refused
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.errors import ApiError
+from tavern_gateway.headers import PAGE_CSP
 from tavern_gateway.projected import until_projected
 from tavern_gateway.store import Store
 from tavern_runtime import principals, rpcguard
@@ -693,12 +694,7 @@ def _page(
         response.set_cookie(
             CSRF_COOKIE, csrf, httponly=False, secure=gw.secure_cookies, samesite="strict"
         )
-    response.headers["Content-Security-Policy"] = (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "frame-ancestors 'none'"
-    )
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Content-Security-Policy"] = PAGE_CSP  # the others: headers.py
     return response
 
 

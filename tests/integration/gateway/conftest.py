@@ -3,7 +3,9 @@ to over ASGI (httpx) with its lifespan running: pool, migrations and bus as in p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import httpx
 import nats
 import pytest
+import uvicorn
 from fastapi import FastAPI
 
 from tavern_gateway.app import build_app
@@ -85,3 +88,22 @@ async def owner(gateway: FastAPI) -> AsyncIterator[Browser]:
     assert created.status_code == 200, created.text
     yield browser
     await browser.close()
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path, nats_url: str, database_url: str) -> AsyncIterator[str]:
+    """The gateway served by uvicorn on a loopback port in this process: its base URL."""
+    app = build_app(gateway_settings(tmp_path, nats_url, database_url))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            assert not task.done(), "the gateway stopped before it served"
+            await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)

@@ -6,16 +6,12 @@ its end after the 413 (to keep the connection) but drops what it reads."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import uvicorn
 
-from tavern_gateway.app import build_app
-from tests.integration.gateway.conftest import gateway_settings
+from tests.integration.gateway.conftest import served
 
 MB = 1024 * 1024
 BODY_MB = 100
@@ -54,24 +50,6 @@ async def _send(base: str, sender: Sender, declared: bool) -> str | None:
         except httpx.TransportError:  # the gateway answered and closed before the body ended
             return None
         return f"{response.status_code} {response.json()['error']['code']}"
-
-
-@contextlib.asynccontextmanager
-async def served(tmp_path: Path, nats_url: str, database_url: str) -> AsyncIterator[str]:
-    app = build_app(gateway_settings(tmp_path, nats_url, database_url))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            assert not task.done(), "the gateway stopped before it served"
-            await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 30)
 
 
 async def test_six_parallel_100_mb_bodies_leave_the_gateways_memory_bounded(
