@@ -3,7 +3,8 @@ bytes as they arrive and refuses with 413 in the common error model once over th
 
 A declared `Content-Length` over the limit is refused before a byte is read; a body without
 one (chunked) or longer than it declares is cut off at the first chunk past the limit, so a
-request never costs the gateway more than the limit plus one chunk, whatever it claims."""
+request never costs the gateway more than the limit plus one chunk, whatever it claims. (The
+server then reads what the client still sends and drops it, so the client gets its 413.)"""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ UPLOADS = (
 """The routes that take a file (cards, lorebooks, personas, memory exports): the upload limit."""
 MULTIPART_OVERHEAD = 64 * 1024
 """A file's form encoding (boundaries, part headers, the other fields) on top of its bytes."""
+UPLOAD_SLACK = 2
+"""A file route takes bodies up to twice its file limit: up to there the route itself reads
+the file (spooled to disk past 1 MiB) and answers which file is too large; past it, this."""
 
 
 class BodyTooLarge(HTTPException):
@@ -35,9 +39,9 @@ class BodyTooLarge(HTTPException):
 
 
 def limit_for(path: str, default: int, upload: int) -> int:
-    """The body limit of a path: the upload limit (plus its form encoding) for file routes."""
+    """The body limit of a path: twice the upload limit (plus form encoding) for file routes."""
     if any(p.match(path) for p in UPLOADS):
-        return upload + MULTIPART_OVERHEAD
+        return UPLOAD_SLACK * upload + MULTIPART_OVERHEAD
     return default
 
 
@@ -97,7 +101,6 @@ async def _refuse(send: Send, limit: int) -> None:
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(data)).encode()),
-        (b"connection", b"close"),
     ]
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": data})

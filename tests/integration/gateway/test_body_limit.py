@@ -1,7 +1,7 @@
 """Six parallel 100 MB JSON bodies to `/api/login`, unauthenticated, sent over TCP to the real
-gateway served by uvicorn in this process: its resident memory stays bounded. A body that
-declares its length is refused unread and its connection closed; uvicorn reads a chunked one to
-its end after the 413 (to keep the connection) but drops what it reads."""
+gateway served by uvicorn in this process: its resident memory stays bounded. Each is refused
+before it is parsed (half declare their length, half are chunked); uvicorn reads what a client
+still sends after the 413 and drops it."""
 
 from __future__ import annotations
 
@@ -79,6 +79,4 @@ async def test_six_parallel_100_mb_bodies_leave_the_gateways_memory_bounded(
     print(f"rss before {before // MB} MB, peak {peak // MB} MB, after {after // MB} MB")
     assert peak - before < 64 * MB, (before // MB, peak // MB, after // MB)
     assert after - before < 32 * MB, (before // MB, after // MB)
-    assert all(a in ("413 too_large", None) for a in answers), answers
-    declared = [s.sent for i, s in enumerate(senders) if i % 2 == 0]
-    assert max(declared) < 32 * MB, [d // MB for d in declared]  # refused unread, then closed
+    assert answers == ["413 too_large"] * SENDERS, answers

@@ -92,7 +92,7 @@ async def test_an_upload_route_takes_its_larger_limit_and_no_more() -> None:
     sent, _ = await _call("/api/assets", 50, None, Reader())
     assert sent[0]["status"] == 200
     path = "/api/sessions/s-1/memory/import"
-    over = (50_000 + limits.MULTIPART_OVERHEAD) // len(CHUNK) + 1
+    over = (2 * 50_000 + limits.MULTIPART_OVERHEAD) // len(CHUNK) + 1
     sent, pulled = await _call(path, 100_000, None, Reader())
     assert _error(sent)["code"] == "too_large"
     assert pulled == over
