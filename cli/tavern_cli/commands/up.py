@@ -137,7 +137,7 @@ class EmbeddedServers:
         filemodes.private_umask()  # the servers and services it starts inherit it
         private_dir(self.layout.root)
         if repaired := filemodes.make_private(self.layout.root):
-            self.notes.append(f"made {repaired} files and folders of the data dir private")
+            printer.say(f"made {repaired} files and folders of the data dir owner-only")
         external_nats = os.environ.get("TAVERN_NATS_URL")
         external_db = os.environ.get("TAVERN_DATABASE_URL")
         if not (external_nats and external_db):
