@@ -101,6 +101,8 @@ class Store:
             timedelta(seconds=window_s),
         )
         if row is not None:
+            if row["attempts"] == 1:  # a new window: drop the ended ones (indexed, few)
+                await self._drop_ended(window_s)
             return 0
         left = await self.pool.fetchval(
             "SELECT extract(epoch FROM window_start + $3::interval - now()) "
@@ -111,13 +113,18 @@ class Store:
         )
         return max(1, int(float(left or 0)) + 1)
 
-    async def forget_attempts(self, account: str, client: str, window_s: int) -> None:
-        """A sign-in succeeded: its client starts afresh; windows that ended are dropped."""
+    async def forget_attempts(self, account: str, client: str) -> None:
+        """A sign-in succeeded: its client starts afresh."""
         await self.pool.execute(
-            "DELETE FROM gateway.login_attempts WHERE (account = $1 AND client = $2) "
-            "OR window_start <= now() - $3::interval",
+            "DELETE FROM gateway.login_attempts WHERE account = $1 AND client = $2",
             account,
             client,
+        )
+
+    async def _drop_ended(self, window_s: int) -> None:
+        """The table holds the current windows only, however many names are tried."""
+        await self.pool.execute(
+            "DELETE FROM gateway.login_attempts WHERE window_start <= now() - $1::interval",
             timedelta(seconds=window_s),
         )
 

@@ -240,7 +240,7 @@ async def login(body: Credentials, request: Request, gw: G) -> Response:
     ok = await asyncio.to_thread(accounts.verify_password, stored, body.password)
     if found is None or not ok:  # the attempt taken above stays counted
         raise ApiError("unauthenticated", "wrong name or password")
-    await gw.store.forget_attempts(body.name, client, window)
+    await gw.store.forget_attempts(body.name, client)
     return await _signed_in_response(gw, found[0])
 
 

@@ -100,3 +100,16 @@ async def test_the_sign_in_page_sends_a_foreign_next_home(gateway: FastAPI, owne
     assert "evil.example" not in page.text
     kept = await owner.http.get("/login", params={"next": "/chat/s-1"})
     assert 'data-next="/chat/s-1"' in kept.text
+
+
+async def test_ended_windows_are_dropped_so_tried_names_do_not_pile_up(
+    gateway: FastAPI, owner: Browser
+) -> None:
+    pool = gateway.state.gateway.store.pool
+    guesser = await Browser(gateway, "203.0.113.9").open()
+    for name in ("ann", "ben", "cy"):
+        await guesser.post("/api/login", {"name": name, "password": WRONG})
+    await pool.execute("UPDATE gateway.login_attempts SET window_start = now() - interval '1 h'")
+    await guesser.post("/api/login", {"name": "dee", "password": WRONG})
+    kept = await pool.fetch("SELECT account FROM gateway.login_attempts")
+    assert [r["account"] for r in kept] == ["dee"]
