@@ -32,7 +32,7 @@ from tavern_cli.rundir import (
     write_servers,
 )
 from tavern_cli.supervisor import Printer, Supervisor, silence_broken_output, stop_orphans
-from tavern_runtime import pg
+from tavern_runtime import filemodes, pg
 from tavern_runtime.auth import ensure_key_file
 from tavern_runtime.credentials import Credentials, load_or_create, private_dir
 from tavern_runtime.embedded import EmbeddedNats, EmbeddedPostgres
@@ -135,7 +135,10 @@ class EmbeddedServers:
     """The generated logins (`<data dir>/credentials.json`), once a server is embedded."""
 
     def start(self, printer: Printer) -> Servers:
+        filemodes.private_umask()  # the servers and services it starts inherit it
         private_dir(self.layout.root)
+        if repaired := filemodes.make_private(self.layout.root):
+            printer.say(f"made {repaired} files and folders of the data dir owner-only")
         external_nats = os.environ.get("TAVERN_NATS_URL")
         external_db = os.environ.get("TAVERN_DATABASE_URL")
         if not (external_nats and external_db):

@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import structlog
 from faststream import FastStream
 
-from tavern_runtime import collector, health, pg, tracing
+from tavern_runtime import collector, filemodes, health, pg, tracing
 from tavern_runtime.bus import EXIT_CONNECTION_LOST as EXIT_CONNECTION_LOST
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import configure_logging
@@ -88,6 +88,7 @@ async def _close_pool(pool: pg.Pool) -> None:
 def run_service(name: str, build_app: Callable[[S], FastStream], settings: S) -> NoReturn:
     """Configure logging and tracing, build the app, serve until SIGTERM/SIGINT, exit with the
     outcome (the spans still buffered exported first)."""
+    filemodes.private_umask()
     configure_logging(name, settings.log_level, settings.log_format)
     tracing.configure_tracing(name, settings.otlp_endpoint)
     yield_cpu(settings.niceness)

@@ -2,12 +2,14 @@
 
 The owner (the first account of an install) acts as the user `local`, the owner of everything
 the operator, the CLI and the demo create on a single-user install, so the demo conversation is
-theirs. Every invited user acts as a user principal of their own account name.
+theirs. Every invited user acts as a user principal of a fresh id (`w-<random>`), never of the
+name they chose.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
@@ -88,3 +90,26 @@ def digest(secret: str) -> bytes:
 
 def principal_name_for(name: str, role: Role) -> str:
     return OWNER_PRINCIPAL if role == "owner" else name
+
+
+INVITEE_PREFIX = "w-"
+
+
+def invitee_principal(random_hex: str) -> str:
+    """The user principal of a new invited account: a fresh id, never its chosen name, so an
+    invitee cannot become a bus user who already owns sessions, memory or cards."""
+    return f"{INVITEE_PREFIX}{random_hex}"
+
+
+def client_key(host: str) -> str:
+    """Whose sign-in attempts are counted together: one IPv4 address, or one IPv6 /64 (a
+    single host holds a whole /64, so counting addresses would give it 2^64 tries)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host[:64] or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -21,16 +22,18 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp
 
 from tavern_events import streams, subjects
-from tavern_gateway import errors, panel, web
+from tavern_gateway import apidocs, errors, headers, limits, panel, web
 from tavern_gateway.bus import Bus
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.store import Store
 from tavern_runtime import bus as runtime_bus
-from tavern_runtime import health, pg, tracing
+from tavern_runtime import filemodes, health, pg, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.errors import TavernError
 from tavern_runtime.logs import configure_logging, get_logger
@@ -50,6 +53,13 @@ STATIC = Path(__file__).parent / "static"
 
 def migrations() -> MigrationSet:
     return load_migrations(SCHEMA, "tavern_gateway")
+
+
+class GatewayApp(FastAPI):
+    """The FastAPI app with the security headers outside everything, its error handler too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return headers.SecurityHeaders(super().build_middleware_stack())
 
 
 def build_app(settings: GatewaySettings) -> FastAPI:
@@ -80,15 +90,25 @@ def build_app(settings: GatewaySettings) -> FastAPI:
         finally:
             await pool.close()
 
-    app = FastAPI(
+    app = GatewayApp(
         title="AgentTavern gateway",
         version=VERSION,
         description="The web app's HTTP API. Every call acts as the signed-in user (a cookie "
         "session); state-changing calls need the `X-CSRF-Token` header equal to the "
         '`tavern_csrf` cookie. Errors are `{"error": {code, message, retryable}}`.',
         lifespan=lifespan,
+        docs_url=None,  # served below from the package, not a CDN
+        redoc_url=None,
     )
     app.state.holder = holder
+    app.add_middleware(
+        limits.BodyLimit,
+        limit=functools.partial(
+            limits.limit_for,
+            default=settings.gateway_max_body_bytes,
+            upload=settings.gateway_max_upload_bytes,
+        ),
+    )
     app.add_exception_handler(TavernError, errors.on_tavern_error)
     app.add_exception_handler(RequestValidationError, errors.on_validation)
     app.add_exception_handler(HTTPException, errors.on_http)
@@ -97,6 +117,12 @@ def build_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(panel.panel)
     app.include_router(web.pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs() -> HTMLResponse:
+        return apidocs.page(app.title, app.openapi_url or "/openapi.json")
+
+    app.mount(apidocs.ASSETS_URL, apidocs.assets(), name="docs-assets")
     return app
 
 
@@ -193,6 +219,7 @@ def _stop_on_signals(server: uvicorn.Server) -> None:
 
 
 def main() -> None:
+    filemodes.private_umask()
     settings = GatewaySettings()
     configure_logging(SERVICE, settings.log_level, settings.log_format)
     tracing.configure_tracing(SERVICE, settings.otlp_endpoint)

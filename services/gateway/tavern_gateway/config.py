@@ -20,10 +20,19 @@ class GatewaySettings(TavernSettings):
         default=14 * 86_400, ge=60, description="a web session ends this long after sign-in"
     )
     gateway_max_upload_bytes: int = Field(
-        default=8 * 1024 * 1024, ge=1024, description="largest card, lorebook or persona file"
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="largest card, lorebook, persona or memory export file",
+    )
+    gateway_max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="largest request body of every route but uploads, refused before parsing",
     )
     gateway_login_failures: int = Field(
-        default=5, ge=1, description="failed sign-ins per account and window before a pause"
+        default=5,
+        ge=1,
+        description="sign-ins per account and address in a window before a pause",
     )
     gateway_login_window_s: int = Field(default=300, ge=1, description="window of that count")
     gateway_invite_ttl_s: int = Field(default=7 * 86_400, ge=60, description="invite lifetime")

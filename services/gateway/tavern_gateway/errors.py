@@ -67,7 +67,9 @@ async def on_validation(request: Request, exc: Exception) -> JSONResponse:
 
 async def on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
+    code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
+        exc.status_code, "invalid"
+    )
     return JSONResponse(body(code, str(exc.detail)), status_code=exc.status_code)
 
 

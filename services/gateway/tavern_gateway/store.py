@@ -1,4 +1,4 @@
-"""The gateway's schema: accounts, web sessions, invites, sign-in failures and imports."""
+"""The gateway's schema: accounts, web sessions, invites, sign-in attempts and imports."""
 
 from __future__ import annotations
 
@@ -79,26 +79,54 @@ class Store:
         )
         return int(str(status).split()[-1])
 
-    # --- sign-in failures -----------------------------------------------------------------------
+    # --- sign-in attempts ----------------------------------------------------------------------
 
-    async def recent_failures(self, account: str, window_s: int) -> int:
-        found = await self.pool.fetchval(
-            "SELECT count(*) FROM gateway.login_failures WHERE account = $1 AND at > $2",
+    async def take_attempt(self, account: str, client: str, limit: int, window_s: int) -> int:
+        """Count one sign-in attempt of `account` from `client` before its password is checked;
+        0 if it may go ahead, else the seconds until the window ends.
+
+        One statement takes the row lock, counts and records (an attempt in flight counts as
+        failed until `forget_attempts`), so no number of parallel attempts passes `limit`."""
+        row = await self.pool.fetchrow(
+            "INSERT INTO gateway.login_attempts AS a (account, client, window_start, attempts) "
+            "VALUES ($1, $2, now(), 1) ON CONFLICT (account, client) DO UPDATE SET "
+            "window_start = CASE WHEN a.window_start <= now() - $4::interval THEN now() "
+            "ELSE a.window_start END, "
+            "attempts = CASE WHEN a.window_start <= now() - $4::interval THEN 1 "
+            "ELSE a.attempts + 1 END "
+            "WHERE a.window_start <= now() - $4::interval OR a.attempts < $3 RETURNING attempts",
             account,
-            datetime.now(UTC) - timedelta(seconds=window_s),
+            client,
+            limit,
+            timedelta(seconds=window_s),
         )
-        return int(found or 0)
+        if row is not None:
+            if row["attempts"] == 1:  # a new window: drop the ended ones (indexed, few)
+                await self._drop_ended(window_s)
+            return 0
+        left = await self.pool.fetchval(
+            "SELECT extract(epoch FROM window_start + $3::interval - now()) "
+            "FROM gateway.login_attempts WHERE account = $1 AND client = $2",
+            account,
+            client,
+            timedelta(seconds=window_s),
+        )
+        return max(1, int(float(left or 0)) + 1)
 
-    async def record_failure(self, account: str, window_s: int) -> None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "DELETE FROM gateway.login_failures WHERE at <= $1",
-                datetime.now(UTC) - timedelta(seconds=window_s),
-            )
-            await conn.execute("INSERT INTO gateway.login_failures (account) VALUES ($1)", account)
+    async def forget_attempts(self, account: str, client: str) -> None:
+        """A sign-in succeeded: its client starts afresh."""
+        await self.pool.execute(
+            "DELETE FROM gateway.login_attempts WHERE account = $1 AND client = $2",
+            account,
+            client,
+        )
 
-    async def clear_failures(self, account: str) -> None:
-        await self.pool.execute("DELETE FROM gateway.login_failures WHERE account = $1", account)
+    async def _drop_ended(self, window_s: int) -> None:
+        """The table holds the current windows only, however many names are tried."""
+        await self.pool.execute(
+            "DELETE FROM gateway.login_attempts WHERE window_start <= now() - $1::interval",
+            timedelta(seconds=window_s),
+        )
 
     # --- invites --------------------------------------------------------------------------------
 
@@ -120,14 +148,31 @@ class Store:
         )
         return found is not None
 
-    async def use_invite(self, token: str, name: str) -> bool:
-        status = await self.pool.execute(
-            "UPDATE gateway.invites SET used_by = $2 WHERE token_hash = $1 AND used_by IS NULL "
-            "AND expires_at > now()",
-            digest(token),
-            name,
-        )
-        return str(status).endswith(" 1")
+    async def accept_invite(
+        self, token: str, name: str, principal: str, pw_hash: str
+    ) -> Account | None:
+        """Use the invite and create its account in one transaction: the invite's row is
+        taken with its update, so of any number of parallel accepts one creates an account;
+        None if the invite is used up or expired (a refused name leaves it unused)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            used = await conn.fetchval(
+                "UPDATE gateway.invites SET used_by = $2 WHERE token_hash = $1 "
+                "AND used_by IS NULL AND expires_at > now() RETURNING created_by",
+                digest(token),
+                name,
+            )
+            if used is None:
+                return None
+            row = await conn.fetchrow(
+                "INSERT INTO gateway.accounts (name, principal, role, password_hash) "
+                "VALUES ($1, $2, 'user', $3) ON CONFLICT DO NOTHING RETURNING *",
+                name,
+                principal,
+                pw_hash,
+            )
+            if row is None:  # rolls the invite back too
+                raise ValidationFailed(f"the name {name!r} is taken", field="name")
+            return _account(row)
 
     # --- imports --------------------------------------------------------------------------------
 

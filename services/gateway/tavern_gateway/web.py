@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,14 +27,15 @@ from pydantic import BaseModel, Field
 
 from tavern_events.ids import new_id
 from tavern_events.subjects import InvalidIdError, validate_id
-from tavern_gateway import accounts
+from tavern_gateway import accounts, navigation
 from tavern_gateway.accounts import Account
 from tavern_gateway.bus import Bus, Refused
 from tavern_gateway.config import GatewaySettings
 from tavern_gateway.errors import ApiError
+from tavern_gateway.headers import PAGE_CSP
 from tavern_gateway.projected import until_projected
 from tavern_gateway.store import Store
-from tavern_runtime import principals
+from tavern_runtime import principals, rpcguard
 from tavern_runtime.cards import cards, importer
 from tavern_runtime.cards.errors import CardError
 from tavern_runtime.logs import get_logger
@@ -220,23 +222,25 @@ async def setup(body: Credentials, gw: G) -> Response:
     return await _signed_in_response(gw, account)
 
 
-@api.post("/login", summary="Sign in; rate-limited per account")
-async def login(body: Credentials, gw: G) -> Response:
+@api.post("/login", summary="Sign in; rate-limited per account and client address")
+async def login(body: Credentials, request: Request, gw: G) -> Response:
     limit, window = gw.settings.gateway_login_failures, gw.settings.gateway_login_window_s
-    if await gw.store.recent_failures(body.name, window) >= limit:
+    client = accounts.client_key(request.client.host if request.client else "")
+    wait_s = await gw.store.take_attempt(body.name, client, limit, window)
+    if wait_s:
         error = ApiError(
             "rate_limited",
-            f"too many failed sign-ins for {body.name!r}; wait {window // 60 or 1} minutes",
+            f"too many failed sign-ins for {body.name!r} from this address; "
+            f"wait {max(1, wait_s // 60)} minute(s)",
         )
-        error.headers = {"Retry-After": str(window)}  # type: ignore[attr-defined]
+        error.headers = {"Retry-After": str(wait_s)}  # type: ignore[attr-defined]
         raise error
     found = await gw.store.account_with_hash(body.name)
     stored = found[1] if found else accounts.DUMMY_HASH
     ok = await asyncio.to_thread(accounts.verify_password, stored, body.password)
-    if found is None or not ok:
-        await gw.store.record_failure(body.name, window)
+    if found is None or not ok:  # the attempt taken above stays counted
         raise ApiError("unauthenticated", "wrong name or password")
-    await gw.store.clear_failures(body.name)
+    await gw.store.forget_attempts(body.name, client)
     return await _signed_in_response(gw, found[0])
 
 
@@ -282,12 +286,11 @@ async def invite(request: Request, account: Owner, gw: G) -> dict[str, Any]:
 @api.post("/invites/{token}/accept", summary="Create an invited account and sign in")
 async def accept_invite(token: str, body: Credentials, gw: G) -> Response:
     name = accounts.check_name(body.name)
-    pw_hash = accounts.hash_password(body.password)
-    if not await gw.store.invite_open(token):
+    pw_hash = await asyncio.to_thread(accounts.hash_password, body.password)
+    principal = accounts.invitee_principal(secrets.token_hex(12))
+    account = await gw.store.accept_invite(token, name, principal, pw_hash)
+    if account is None:
         raise ApiError("not_found", "this invite link is used up or has expired; ask for a new one")
-    account = await gw.store.create_account(name, name, "user", pw_hash)
-    if not await gw.store.use_invite(token, name):
-        raise ApiError("not_found", "this invite link was used at the same moment")
     return await _signed_in_response(gw, account)
 
 
@@ -341,6 +344,7 @@ async def import_asset(
         problem = f"{name} is not a card we can import: {exc.message}"
         raise ApiError("invalid", problem, reason="invalid_card") from None
     asset = cards.owned_by(found, account.principal_name)  # the signed-in user's, by id too
+    _storable(asset, name)
     locator = (
         await asyncio.to_thread(importer.store_image, data, gw.settings.data_dir)
         if asset.kind == "character"
@@ -366,6 +370,15 @@ async def import_asset(
         "stream_seq": seq,
         "ready": ready,
     }
+
+
+def _storable(asset: cards.ImportedAsset, file_name: str) -> None:
+    """Refuse, before anything is stored or published, a card that no store can hold (NUL, a
+    lone surrogate): the import event would reach the projector only to be dead-lettered."""
+    problem = rpcguard.hostile({"file": file_name, "name": asset.name, "card": asset.content})
+    if problem:
+        message = f"{file_name or 'the file'} is not a card we can import: {problem}"
+        raise ApiError("invalid", message, reason="invalid_card")
 
 
 def _greeting(content: dict[str, Any], name: str, user_name: str) -> str:
@@ -681,12 +694,7 @@ def _page(
         response.set_cookie(
             CSRF_COOKIE, csrf, httponly=False, secure=gw.secure_cookies, samesite="strict"
         )
-    response.headers["Content-Security-Policy"] = (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "frame-ancestors 'none'"
-    )
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Content-Security-Policy"] = PAGE_CSP  # the others: headers.py
     return response
 
 
@@ -719,9 +727,14 @@ async def setup_page(request: Request, gw: G) -> Response:
 async def login_page(request: Request, gw: G, expired: int = 0, next: str = "/") -> Response:
     if not await gw.store.has_owner():
         return RedirectResponse("/setup", status_code=303)
-    safe_next = next if next.startswith("/") and not next.startswith("//") else "/"
     return _page(
-        gw, request, "login.html", None, title="Sign in", expired=bool(expired), next=safe_next
+        gw,
+        request,
+        "login.html",
+        None,
+        title="Sign in",
+        expired=bool(expired),
+        next=navigation.safe_next(next),
     )
 
 

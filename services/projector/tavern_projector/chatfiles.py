@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tavern_projector.domain.groupdef import GROUP_CHATS, GROUPS
 from tavern_projector.framework import SHADOW_SUFFIX
+from tavern_runtime import filemodes
 
 ASIDE_MARK = " (edited outside "
 
@@ -59,10 +60,11 @@ class ChatFiles:
 
     def write_path(self, path: Path, data: bytes) -> str:
         """Write any file of the folder atomically (a group definition, say)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        filemodes.private_folder(path.parent)
         temp = path.with_name(f".{path.name}.tmp")
         try:
-            with temp.open("wb") as handle:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, filemodes.FILE_MODE)
+            with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 if self.durable:
                     handle.flush()
@@ -120,8 +122,8 @@ class ChatFiles:
         if data is None:
             return None
         target = (into or self).aside_path(key, stamp)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        filemodes.private_folder(target.parent)
+        filemodes.write_private(target, data)
         return target
 
     def asides(self) -> list[Path]:
@@ -147,7 +149,7 @@ class ChatFiles:
         """Empty the chats directory, its group chats and group definitions."""
         for folder in (self.root, self.group_root, sibling(self.root, GROUPS)):
             shutil.rmtree(folder, ignore_errors=True)
-        self.root.mkdir(parents=True, exist_ok=True)
+        filemodes.private_folder(self.root)
 
 
 def swap_all(live: Path, shadow: Path) -> list[Path]:
@@ -156,7 +158,7 @@ def swap_all(live: Path, shadow: Path) -> list[Path]:
         (sibling(live, n), sibling(shadow, n)) for n in (GROUP_CHATS, GROUPS)
     ]
     for _, new in pairs:
-        new.mkdir(parents=True, exist_ok=True)
+        filemodes.private_folder(new)
     return [swap_directories(old, new) for old, new in pairs]
 
 

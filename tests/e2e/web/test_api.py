@@ -667,6 +667,8 @@ async def test_a_user_cannot_see_or_use_another_users_card_by_id(
     session_id = await _chat(user, "Good evening.", character_id=umas)
     events = await _events(user, session_id, "turn/end", 2)
     [created] = [e for _, e in events if e["type"] == "session/created"]
-    assert (created["payload"]["owner"], created["payload"]["character_id"]) == ("uma", umas)
+    principal = (await user.get("/api/me")).json()["principal"].removeprefix("user:")
+    assert principal.startswith("w-"), "an invitee acts as a fresh id, not as the name she chose"
+    assert (created["payload"]["owner"], created["payload"]["character_id"]) == (principal, umas)
     said = [e["payload"]["content"] for _, e in events if e["type"] == "assistant/message"]
     assert any("The door creaks open" in text for text in said), said

@@ -42,3 +42,16 @@ def test_the_owner_acts_as_local_and_an_invited_user_as_themselves() -> None:
     assert owner.principal.label == "user:local"
     assert owner.is_owner
     assert not Account("uma", "uma", "user").is_owner
+
+
+def test_sign_in_attempts_are_counted_per_ipv4_address_and_ipv6_slash_64() -> None:
+    assert accounts.client_key("203.0.113.7") == "203.0.113.7"
+    assert accounts.client_key("::ffff:203.0.113.7") == "203.0.113.7"
+    assert accounts.client_key("2001:db8:1:2:aaaa::1") == accounts.client_key("2001:db8:1:2::ff")
+    assert accounts.client_key("2001:db8:1:2::1") != accounts.client_key("2001:db8:1:3::1")
+    assert accounts.client_key("") == "unknown"
+
+
+def test_an_invitee_acts_as_a_fresh_principal_not_their_chosen_name() -> None:
+    assert accounts.invitee_principal("ab12") == "w-ab12"
+    assert accounts.check_name(accounts.invitee_principal("0" * 24))

@@ -21,6 +21,7 @@ from tavern_events.asset import AssetImported, AssetImportedPayload
 from tavern_events.reach import LOCAL_OWNER
 from tavern_events.streams import ASSETS
 from tavern_events.union import Decoded, decode_or_skip, encode
+from tavern_runtime import filemodes
 from tavern_runtime.cards import cards, png
 from tavern_runtime.cards.cards import AssetKind, ImportedAsset
 from tavern_runtime.cards.errors import CardError
@@ -70,9 +71,9 @@ def store_image(data: bytes, data_dir: Path) -> str | None:
     digest = hashlib.sha256(data).hexdigest()
     relative = Path("assets") / "images" / f"{digest}.png"
     target = data_dir / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
+    filemodes.private_folder(target.parent)
     if not target.exists():
-        target.write_bytes(data)
+        filemodes.write_private(target, data)
     return relative.as_posix()
 
 
