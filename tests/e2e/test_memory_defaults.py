@@ -46,13 +46,15 @@ async def _say(driver: Driver, session: str, text: str) -> None:
 
 
 async def _stored(stack: Stack, *texts: str) -> None:
-    """Wait until ingestion holds each text (it runs beside the loop, not in its turn)."""
+    """Wait until ingestion holds each text as a message (it runs beside the loop, not in its
+    turn)."""
     db = await asyncpg.connect(stack.database_url)
     try:
 
         async def check() -> bool:
             found = await db.fetchval(
-                "SELECT count(*) FROM ledger.evidence WHERE content = ANY($1::text[])",
+                "SELECT count(*) FROM ledger.evidence WHERE content = ANY($1::text[]) "
+                "AND claim_kind = 'message'",
                 list(texts),
             )
             return bool(found == len(texts))
