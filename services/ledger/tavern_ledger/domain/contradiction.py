@@ -136,9 +136,22 @@ def _score(
 
 
 def word_overlap(a: str, b: str) -> float:
-    """The share of content words two texts hold in common (Jaccard over index terms)."""
-    left, right = set(terms(a)), set(terms(b))
+    """The share of content words two texts hold in common (Jaccard over index terms), names
+    counted at half: a shared name says who, not what, and a correction may move a fact to
+    another person ("Emilia Mathen developed the app" after "Paulo Kinn developed the app")."""
+    every = _jaccard(set(terms(a)), set(terms(b)))
+    return (every + _jaccard(_attribute_terms(a), _attribute_terms(b))) / 2
+
+
+def _jaccard(left: set[str], right: set[str]) -> float:
     return len(left & right) / max(1, len(left | right))
+
+
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+
+
+def _attribute_terms(text: str) -> set[str]:
+    return set(terms(_NAME.sub(" ", text)))
 
 
 def named_old(text: str) -> list[str]:
