@@ -101,6 +101,7 @@ def _claim_row(message: EvidenceRow, n: int, part: Segment) -> EvidenceRow:
         confidence=1.0 if corrects else message.confidence,
         durability=0.9 if corrects else message.durability,
         tokens=estimate_tokens(part.text),
+        supersedes=(),  # what the message replaced stays its own lineage
         metadata={"claim": claim},
     )
 
