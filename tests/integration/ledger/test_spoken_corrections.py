@@ -1,7 +1,8 @@
 """Corrections said in chat, under the shipped defaults: the earlier claim they contradict is
 superseded with lineage and audit (the messages stay as they were said), in English and in
-Chinese, within a session and across sessions and chats of a character; as-of before the correction still shows the old fact; a
-correction that matches nothing takes nothing away; a redelivery changes nothing."""
+Chinese, within a session and across sessions and chats of a character; as-of before the
+correction still shows the old fact; a correction that matches nothing takes nothing away; a
+redelivery changes nothing."""
 # ruff: noqa: RUF001 - full-width punctuation is test data
 
 from __future__ import annotations
