@@ -487,14 +487,19 @@ async def evidence_of(nc: Any, sessions: Sequence[Session]) -> dict[str, dict[st
 def states_by_source(
     rows_by_id: Mapping[str, Mapping[str, Any]], sources: Iterable[str]
 ) -> dict[str, list[str]]:
-    """Per source event of `sources`, the states of the evidence rows it left (one row per
-    message, or several claims sharing the message's source event)."""
+    """Per source event of `sources`, the states of the evidence rows it left that recall may
+    read: its claims (a message is kept whole beside them and never recalled, nor are its
+    questions and small talk), or its one row where nothing was cut."""
     wanted = set(sources)
     found: dict[str, list[str]] = defaultdict(list)
     for row in rows_by_id.values():
-        if row.get("source_event_id") in wanted:
+        if row.get("source_event_id") in wanted and row.get("claim_kind") not in UNREAD:
             found[row["source_event_id"]].append(row["state"])
     return found
+
+
+UNREAD = frozenset({"message", "question", "chatter"})
+"""Rows recall never reads (`tavern_ledger.domain.segments.HELD`)."""
 
 
 async def injected(

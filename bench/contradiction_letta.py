@@ -12,7 +12,8 @@ sharing its source event):
 
 - now: recall injects the correction and nothing of the replaced facts;
 - as-of: recall as of day 1 injects every replaced fact and nothing of the correction;
-- distractors kept (per fact): every row of a fact the correction does not replace is active;
+- distractors kept (per fact): every row of a fact the correction does not replace that recall
+  reads (its claims) is active;
 - old superseded: no row of a replaced fact is active and one is superseded.
 """
 

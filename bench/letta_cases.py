@@ -127,7 +127,7 @@ def ledger_matcher(correction: str, facts: Sequence[str]) -> set[int]:
     from tavern_ledger.embedding import shared_encoder
 
     stated = [
-        Stated(f"{i}:{n}", s.text)
+        Stated(f"{i}:{n}", s.text, str(i))
         for i, fact in enumerate(facts)
         for n, s in enumerate(segments(fact, is_correction(fact)))
         if s.kind in FACTUAL

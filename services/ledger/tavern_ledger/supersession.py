@@ -68,7 +68,7 @@ async def _apply(
         embedder.embed,
         message.content,
         [c.content for c in claims],
-        [Stated(s.id, s.content) for s in stated],
+        [Stated(s.id, s.content, s.claim_of or "") for s in stated],
     )
     if not chosen:
         return 0

@@ -32,7 +32,7 @@ def test_the_clear_best_is_ended_and_a_tie_ends_nothing() -> None:
     correction = ["my sister lives in Lisbon now, not Porto"]
     assert targets(correction, stated, [[0.8, 0.3, 0.1]]) == ["e0"]
     assert targets(correction, stated, [[0.40, 0.35, 0.1]], Thresholds(floor=2.0)) == []
-    tie = Thresholds(margin=0.2, close=0.0, words=0.0, named_old=0.0)
+    tie = Thresholds(margin=0.2, close=0.0, close_other=0.0, words=0.0, named_old=0.0)
     assert targets(correction, stated, [[0.7, 0.69, 0.1]], tie) == []
 
 

@@ -18,10 +18,12 @@ from tavern_ledger.domain.text import STOPWORDS, fold, stem, terms
 
 @dataclass(frozen=True)
 class Stated:
-    """An earlier statement a correction may replace: its id and text."""
+    """An earlier claim a correction may end: its id, its text, and the message it was cut
+    from (empty when it is not a claim of a message)."""
 
     id: str
     text: str
+    said_in: str = ""
 
 
 MIN_SCORE = 2.0

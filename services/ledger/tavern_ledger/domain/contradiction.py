@@ -52,8 +52,11 @@ class Thresholds:
     """The least score a claim needs to be ended at all."""
     margin: float = 0.02
     """How far the best must lead the next different claim to be ended alone."""
-    close: float = 0.1
-    """Claims within this of the best are ended with it when the lead over the rest is clear."""
+    close: float = 0.14
+    """Other claims of the best's message within this of it are ended with it when the lead
+    over the rest is clear."""
+    close_other: float = 0.04
+    """Claims of other messages within this of the best are ended with it likewise."""
     words: float = 0.6
     """Weight of the share of content words the two texts hold in common."""
     named_old: float = 0.3
@@ -109,16 +112,27 @@ def targets(
         ((_score(correction, s, similarity, j, thresholds), s) for j, s in enumerate(stated)),
         key=lambda pair: -pair[0],
     )
-    best = scored[0][0]
+    best, first = scored[0]
     if best < thresholds.floor:
         return []
-    chosen = [s for v, s in scored if v >= best - thresholds.close]
+    chosen = [s for v, s in scored if v >= best - _band(s, first, thresholds)]
     texts = {normal(s.text) for s in chosen}
     rest = next((v for v, s in scored if normal(s.text) not in texts), 0.0)
     lead = min(v for v, s in scored if s in chosen) - rest
     if lead < thresholds.margin:
         return []
     return [s.id for s in chosen]
+
+
+def _band(claim: Stated, best: Stated, t: Thresholds) -> float:
+    """How near the best a claim must be to be ended with it: another clause of its message (a
+    fact said in two clauses) or a repetition of it may be further than a claim of another
+    message, which is more likely a rival than a companion."""
+    if normal(claim.text) == normal(best.text):
+        return t.close
+    if claim.said_in and claim.said_in == best.said_in:
+        return t.close
+    return t.close_other
 
 
 def _score(
