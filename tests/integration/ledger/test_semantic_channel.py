@@ -19,6 +19,7 @@ from tavern_ledger.domain.ids import content_hash, evidence_id, js_json, session
 from tavern_ledger.domain.records import EvidenceRow
 from tavern_ledger.embedding import MODEL
 from tavern_ledger.evidence import rows as evidence_store
+from tavern_ledger.vectors import index as vector_index
 from tavern_runtime import pg
 from tavern_runtime.migrations import migrate
 from tests.integration.ledger.conftest import LedgerBus, _answers, _provisioned, ledger_settings
@@ -141,8 +142,13 @@ async def older_install(database_url: str) -> AsyncIterator[list[EvidenceRow]]:
 
 
 async def test_start_embeds_rows_without_a_vector_and_rows_of_another_model(
-    tmp_path: Path, nats_url: str, database_url: str, older_install: list[EvidenceRow]
+    tmp_path: Path,
+    nats_url: str,
+    database_url: str,
+    older_install: list[EvidenceRow],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(vector_index, "BULK_ROWS", 2)  # so many: the graph is built after them
     await _provisioned(nats_url)
     settings = ledger_settings(tmp_path, nats_url, database_url)
     db = await asyncpg.connect(database_url)
@@ -159,6 +165,8 @@ async def test_start_embeds_rows_without_a_vector_and_rows_of_another_model(
                 await eventually(lambda: _answers(nc), timeout=10)
                 bus = LedgerBus(nc, nc.jetstream(), db)
                 assert (await _ranked_ids(bus, "s-old", ASKED))[0] == older_install[0].id
+                graph = "SELECT to_regclass('ledger.evidence_vector_hnsw') IS NOT NULL"
+                assert await db.fetchval(graph)
             finally:
                 await nc.close()
     finally:

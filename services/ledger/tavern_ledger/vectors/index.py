@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from tavern_ledger.domain import similarity
 from tavern_ledger.domain.records import EvidenceRow
@@ -31,8 +32,12 @@ BATCH = 128
 """Rows embedded and written together."""
 PENDING_MAX = 8192
 """Rows waiting for their vectors beyond which ingestion waits (memory stays bounded)."""
+BULK_ROWS = 5000
+"""A rebuild of this many vectors or more builds the HNSW graph once, after they are in."""
 SWEEP_S = 300.0
 SIZE_TTL_S = 600.0
+Embedded = tuple[list[str], list[float]]
+"""Ids and their vectors one after another."""
 QUERIES_KEPT = 512
 """Query vectors kept: the loop recalls with the same text at every step of a turn."""
 
@@ -132,22 +137,28 @@ class PgVectorIndex:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            writes = _Writes(self._write)
             while self._pending:
                 batch = [self._pending.popleft() for _ in range(min(BATCH, len(self._pending)))]
                 if len(self._pending) < PENDING_MAX // 2:
                     self._room.set()
-                try:
-                    await self._embed_and_write([(r.id, r.content) for r in batch])
-                except Exception as exc:  # derived data: the next sweep makes what is missing
-                    log.warning("vectors_write_failed", error=repr(exc), rows=len(batch))
+                await writes.put(await self._embed([(r.id, r.content) for r in batch]))
+            await writes.drain()
             self._idle.set()
 
-    async def _embed_and_write(self, rows: Sequence[tuple[str, str]]) -> None:
+    async def _embed(self, rows: Sequence[tuple[str, str]]) -> Embedded:
+        """The rows' ids and their vectors one after another (embedded in a worker thread)."""
         texts = [similarity.embedded_text(content) for _, content in rows]
         vectors = await asyncio.to_thread(self._embedder.embed, texts)
-        flat = vectors.ravel().tolist()
-        async with transaction(self._pool) as conn:
-            await store.write(conn, [i for i, _ in rows], flat, self._embedder.model)
+        return [i for i, _ in rows], vectors.ravel().tolist()
+
+    async def _write(self, embedded: Embedded) -> None:
+        ids, flat = embedded
+        try:
+            async with transaction(self._pool) as conn:
+                await store.write(conn, ids, flat, self._embedder.model)
+        except Exception as exc:  # derived data: the next sweep makes what is missing
+            log.warning("vectors_write_failed", error=repr(exc), rows=len(ids))
 
     async def _sweeps(self) -> None:
         while True:
@@ -165,16 +176,47 @@ class PgVectorIndex:
             wanted = await store.missing_count(conn, model)
         if not wanted:
             return 0
-        log.info("vectors_rebuilding", rows=wanted, model=model)
-        started, done, after = time.monotonic(), 0, ""
+        bulk = wanted >= BULK_ROWS
+        log.info("vectors_rebuilding", rows=wanted, model=model, graph_rebuilt=bulk)
+        started = time.monotonic()
+        if bulk:  # searches of large scopes read without the graph meanwhile (slower)
+            async with connection(self._pool) as conn:
+                await store.drop_graph(conn)
+        try:
+            done = await self._embed_missing(model, wanted)
+        finally:
+            async with connection(self._pool) as conn:
+                await store.build_graph(conn)
+        log.info("vectors_rebuilt", rows=done, seconds=round(time.monotonic() - started, 1))
+        return done
+
+    async def _embed_missing(self, model: str, wanted: int) -> int:
+        done, after, writes = 0, "", _Writes(self._write)
         while True:
             async with connection(self._pool) as conn:
                 rows = await store.missing(conn, model, after, BATCH)
             if not rows:
-                break
-            await self._embed_and_write([(r.evidence_id, r.content) for r in rows])
+                await writes.drain()
+                return done
+            await writes.put(await self._embed([(r.evidence_id, r.content) for r in rows]))
             done, after = done + len(rows), rows[-1].evidence_id
             if done % (BATCH * 40) < BATCH:
                 log.info("vectors_rebuild_progress", done=done, of=wanted)
-        log.info("vectors_rebuilt", rows=done, seconds=round(time.monotonic() - started, 1))
-        return done
+
+
+class _Writes:
+    """One write in flight while the next batch is embedded: the model runs in this process,
+    the graph's inserts in PostgreSQL's, so the two overlap."""
+
+    def __init__(self, write: Callable[[Embedded], Coroutine[Any, Any, None]]) -> None:
+        self._write = write
+        self._flight: asyncio.Task[None] | None = None
+
+    async def put(self, embedded: Embedded) -> None:
+        await self.drain()
+        self._flight = asyncio.create_task(self._write(embedded))
+
+    async def drain(self) -> None:
+        if self._flight is not None:
+            flight, self._flight = self._flight, None
+            await flight

@@ -71,6 +71,15 @@ async def available(conn: Conn) -> bool:
     return bool(await conn.fetchval("SELECT ledger.ensure_evidence_vector()"))
 
 
+async def drop_graph(conn: Conn) -> None:
+    await conn.execute("DROP INDEX IF EXISTS ledger.evidence_vector_hnsw")
+
+
+async def build_graph(conn: Conn) -> None:
+    """The HNSW index, built over every vector (nothing when it exists)."""
+    await conn.execute("SELECT ledger.ensure_evidence_vector_graph()")
+
+
 async def write(conn: Conn, ids: Sequence[str], flat: list[float], model: str) -> None:
     """Store the vectors of `ids` (`flat` holds them one after another) for the rows that are
     still readable; a row's vector by another model is replaced."""
