@@ -515,13 +515,15 @@ async def _publish_backlog(url: str, events: list[UserMessage]) -> int:
 
 async def _drained(dsn: str, last: int, expected: int, started: float) -> Result:
     """Time until every event is committed, the facts of its evidence are published and every
-    row recall may read has its vector (the semantic channel's embedding is in the figure)."""
+    row recall may read has its vector (the semantic channel's embedding is in the figure),
+    unless `TAVERN_LEDGER_SEMANTIC=false` turned the channel off for a comparison."""
+    semantic = LedgerSettings().ledger_semantic
     db = await asyncpg.connect(dsn)
     try:
         while not await _published(db, last):  # noqa: ASYNC110 - polling another process's tables
             await asyncio.sleep(0.01)
         rows_in = time.perf_counter() - started
-        while await vector_store.missing_count(db, MODEL):  # noqa: ASYNC110 - as above
+        while semantic and await vector_store.missing_count(db, MODEL):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         elapsed = time.perf_counter() - started
         stored = await db.fetchval("SELECT count(*) FROM ledger.evidence")
