@@ -27,6 +27,8 @@ class Stack:
     nats_url: str
     database_url: str
     consolidator: bool
+    semantic: bool = False
+    """The ledger runs the semantic channel (its vectors are waited for)."""
 
 
 @contextlib.contextmanager
@@ -43,21 +45,33 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def _extensions(dsn: str) -> None:
+    """What `tavern up` creates as the administrator before the services migrate."""
+    from tavern_ledger import app as ledger_app
+    from tavern_runtime.dbroles import ensure_extensions
+
+    await ensure_extensions(dsn, {"ledger": ledger_app.EXTENSIONS})
+
+
 @contextlib.asynccontextmanager
 async def memory_stack(
     *, consolidator: bool = True, ledger_options: Mapping[str, Any] | None = None
 ) -> AsyncIterator[Stack]:
     """Fresh servers with the ledger (and, unless told not to, the consolidator) in process."""
     from bench.ledger import _ledger, _nats_server
+    from tavern_ledger.config import LedgerSettings
 
+    options = dict(ledger_options or {})
+    semantic = bool(options.get("ledger_semantic", LedgerSettings().ledger_semantic))
     with postgres() as dsn, _nats_server() as url:
+        await _extensions(dsn)
         await _provision(url)
-        async with _ledger(url, dsn, **dict(ledger_options or {})):
+        async with _ledger(url, dsn, **options):
             if not consolidator:
-                yield Stack(url, dsn, consolidator=False)
+                yield Stack(url, dsn, consolidator=False, semantic=semantic)
                 return
             async with _consolidator(url, dsn):
-                yield Stack(url, dsn, consolidator=True)
+                yield Stack(url, dsn, consolidator=True, semantic=semantic)
 
 
 async def _provision(nats_url: str) -> None:
@@ -128,7 +142,7 @@ async def caught_up(nc: Any, stack: Stack, timeout: float = 600) -> None:
             found = await db.fetchval(
                 "SELECT stream_seq FROM ledger.ingest_checkpoint WHERE consumer = 'ledger-ingest'"
             )
-            if found is not None and found >= last:
+            if found is not None and found >= last and not await _unembedded(db, stack):
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"ingestion stopped at {found} of {last}")
@@ -141,6 +155,18 @@ async def caught_up(nc: Any, stack: Stack, timeout: float = 600) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the consolidator's consumers did not catch up")
         await asyncio.sleep(0.2)
+
+
+async def _unembedded(db: Any, stack: Stack) -> int:
+    """Rows recall may read that have no vector yet (0 without the semantic channel)."""
+    from tavern_ledger.embedding import MODEL
+    from tavern_ledger.vectors import store as vector_store
+
+    if not stack.semantic:
+        return 0
+    if not await db.fetchval("SELECT to_regclass('ledger.evidence_vector') IS NOT NULL"):
+        return 0
+    return await vector_store.missing_count(db, MODEL)
 
 
 async def _consolidator_idle(js: Any) -> bool:

@@ -53,25 +53,47 @@ def postgres_server(run_dir: Path, credentials: Credentials) -> Iterator[str]:
     """DSN of the run's PostgreSQL (its `tavern` database is not used by tests directly)."""
     external = os.environ.get("TAVERN_TEST_DATABASE_URL")
     if external:
+        asyncio.run(_template(external))
         yield external
         return
     server = secure.embedded_postgres(run_dir / "postgres", credentials)
     server.start()
     try:
+        asyncio.run(_template(server.dsn))
         yield server.dsn
     finally:
         server.stop()
 
 
+TEMPLATE = "tavern_test_template"
+"""What each test's database is made from: an empty database with the extensions the services'
+schemas use, created as `tavern init` / `tavern up` create them (as the administrator)."""
+
+
+async def _template(server_dsn: str) -> None:
+    import asyncpg
+
+    from tavern_cli import catalog
+    from tavern_runtime.dbroles import ensure_extensions
+
+    admin = await asyncpg.connect(server_dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{TEMPLATE}" TEMPLATE template0')
+    finally:
+        await admin.close()
+    await ensure_extensions(pg.with_database(server_dsn, TEMPLATE), catalog.all_extensions())
+
+
 @pytest.fixture
 async def database_url(postgres_server: str) -> AsyncIterator[str]:
-    """A fresh, empty database for this test only."""
+    """A fresh, empty database for this test only (with the extensions `tavern up` creates)."""
     import asyncpg
 
     name = f"t_{uuid.uuid4().hex[:16]}"
     admin = await asyncpg.connect(postgres_server)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
     finally:
         await admin.close()
     yield pg.with_database(postgres_server, name)

@@ -35,6 +35,10 @@ class ServiceEntry:
         found: MigrationSet | None = self.app().migrations()
         return found
 
+    def extensions(self) -> tuple[str, ...]:
+        """The PostgreSQL extensions its schema uses (an administrator creates them)."""
+        return tuple(getattr(self.app(), "EXTENSIONS", ()))
+
     def consumers(self) -> tuple[ConsumerSpec, ...]:
         return tuple(self.app().CONSUMERS)
 
@@ -51,6 +55,16 @@ GATEWAY = ServiceEntry("gateway", "34")
 ALL: tuple[ServiceEntry, ...] = (*SERVICES, GATEWAY)
 """Every process `tavern up` runs."""
 BY_NAME: dict[str, ServiceEntry] = {s.name: s for s in ALL}
+
+
+def all_extensions() -> dict[str, tuple[str, ...]]:
+    """schema (the service's role) -> the extensions it uses, for every service that has any."""
+    found = {}
+    for entry in ALL:
+        migrations = entry.migrations()
+        if migrations is not None and entry.extensions():
+            found[migrations.schema] = entry.extensions()
+    return found
 
 
 def all_consumers() -> tuple[ConsumerSpec, ...]:

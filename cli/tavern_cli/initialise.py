@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tavern_cli import catalog, checkpoints
 from tavern_runtime import pg
 from tavern_runtime.credentials import DB_ROLES
-from tavern_runtime.dbroles import ensure_roles, role_dsn
+from tavern_runtime.dbroles import ensure_extensions, ensure_roles, role_dsn
 from tavern_runtime.errors import ConfigurationError
 from tavern_runtime.logs import configure_logging
 from tavern_runtime.migrations import MigrationReport, migrate
@@ -74,9 +74,14 @@ async def migrate_all(
 
     With `roles` (service -> password), `database_url` is an administrator's: each service's
     role is created or updated first (`ensure_roles`) and its schema migrated logged in as
-    that role, so the role owns every object in it. Without, all migrate as `database_url`."""
+    that role, so the role owns every object in it. Without, all migrate as `database_url`.
+    Either way the extensions the schemas use are created first where `database_url` may
+    (a Postgres of your own where it may not runs those services without them)."""
+    extensions = catalog.all_extensions()
     if roles:
-        await ensure_roles(database_url, roles)
+        await ensure_roles(database_url, roles, extensions)
+    else:
+        await ensure_extensions(database_url, extensions)
     reports = []
     for entry in catalog.ALL:
         migrations = entry.migrations()

@@ -148,11 +148,19 @@ async def probe_postgres(database_url: str) -> Check:
         conn = await asyncpg.connect(database_url, timeout=TIMEOUT_S)
         try:
             version = await conn.fetchval("SHOW server_version")
+            vector = await conn.fetchval(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            )
         finally:
             await conn.close()
     except Exception as exc:  # reported as a red row
         return Check("Postgres", False, f"{where}: {pg.redact(_reason(exc), database_url)}")
-    return Check("Postgres", True, f"{where} (PostgreSQL {version})")
+    semantic = (
+        f"pgvector {vector}: semantic channel available"
+        if vector
+        else "no vector extension: semantic channel off (tavern init creates it)"
+    )
+    return Check("Postgres", True, f"{where} (PostgreSQL {version}); {semantic}")
 
 
 async def probe_services(layout: Layout, nc: Client | None) -> list[ServiceRow]:

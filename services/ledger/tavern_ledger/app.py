@@ -13,9 +13,11 @@ from faststream.specification import AsyncAPI
 from tavern_events import streams
 from tavern_ledger import handlers
 from tavern_ledger.config import LedgerSettings
+from tavern_ledger.embedding import shared_encoder
 from tavern_ledger.handlers import stores
-from tavern_ledger.ledger import LEDGER_KEY, Ledger, ingest_consumer
+from tavern_ledger.ledger import LEDGER_KEY, Ledger, ingest_consumer, pool_of
 from tavern_ledger.ledger import SERVICE as LEDGER_SERVICE
+from tavern_ledger.vectors.index import PgVectorIndex
 from tavern_runtime.bus import build_broker
 from tavern_runtime.logs import get_logger
 from tavern_runtime.migrations import MigrationSet, load_migrations
@@ -29,6 +31,9 @@ STREAMS: tuple[str, ...] = (streams.LEDGER.name, streams.SESSIONS.name)
 """Streams the service reads or writes: readiness fails while one is missing."""
 CONSUMERS: tuple[ConsumerSpec, ...] = (ingest_consumer(), stores.BINDINGS_CONSUMER)
 """Durable consumers of the service, created by provisioning."""
+EXTENSIONS: tuple[str, ...] = ("vector",)
+"""PostgreSQL extensions the schema uses, created by an administrator (`tavern init` / `up`);
+without `vector` the service runs with no semantic channel."""
 
 
 def migrations() -> MigrationSet:
@@ -47,7 +52,10 @@ def build_app(settings: LedgerSettings) -> FastStream:
     bindings = store_handlers.bindings_consumer(resources)
     context = ContextRepo()
     context.set_global(RESOURCES_KEY, resources)
-    ledger = Ledger(settings, resources, broker)
+    vectors = PgVectorIndex(pool_of(resources), shared_encoder())
+    ledger = Ledger(
+        settings, resources, broker, vectors=vectors if settings.ledger_semantic else None
+    )
     context.set_global(LEDGER_KEY, ledger)
     lifespan = postgres_lifespan(
         settings, migrations(), resources, max_size=settings.ledger_pool_max

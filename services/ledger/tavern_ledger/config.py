@@ -39,6 +39,11 @@ class LedgerSettings(TavernSettings):
     ledger_skip_external_tool: bool = False
     ledger_observation_injection: bool = False
     ledger_observation_half_life_days: float = Field(default=30.0, ge=0)
+    ledger_semantic: bool = Field(
+        default=False,
+        description="the semantic channel of recall (pgvector); off: recall is lexical only "
+        "(corrections are judged by the sentence model either way)",
+    )
     # RPC limits
     ledger_rpc_max_request_bytes: int = Field(default=512 * 1024, ge=1024, le=8 * 1024 * 1024)
     ledger_rpc_rate_per_s: float = Field(default=20.0, gt=0)

@@ -39,7 +39,9 @@ from tavern_ledger.recall.recaller import Recaller, RecallSettings
 from tavern_ledger.relay import Relay
 from tavern_ledger.rights import Rights
 from tavern_ledger.semantic import NoSemanticIndex, SemanticIndex
+from tavern_ledger.transactions import PoolSource
 from tavern_ledger.transfer import Transfer
+from tavern_ledger.vectors.index import PgVectorIndex
 from tavern_runtime import dlq, tracing
 from tavern_runtime.auth import Credentials
 from tavern_runtime.batchconsumer import BatchConsumer
@@ -148,6 +150,17 @@ def recall_settings(settings: LedgerSettings) -> RecallSettings:
     )
 
 
+def pool_of(resources: ServiceResources) -> PoolSource:
+    """The pool the lifespan opens, once it is open."""
+
+    def pool() -> Pool:
+        if resources.pool is None:
+            raise StoreUnavailable("the ledger's database pool is not open")
+        return resources.pool
+
+    return pool
+
+
 class Ledger:
     def __init__(
         self,
@@ -156,8 +169,12 @@ class Ledger:
         broker: NatsBroker,
         semantic: SemanticIndex | None = None,
         credentials: Credentials | None = None,
+        vectors: PgVectorIndex | None = None,
     ) -> None:
         self._resources, self._broker = resources, broker
+        self.pool = pool_of(resources)
+        self.vectors = vectors
+        """The semantic channel's store, when it is pgvector's (started and stopped here)."""
         self._js: JetStreamContext | None = None
         gate = gate_config(settings)
         extract = ExtractConfig(subagent_downgrade=settings.ledger_subagent_downgrade)
@@ -166,7 +183,7 @@ class Ledger:
         )
         self._uncreated: OrderedDict[str, None] = OrderedDict()
         """Sessions whose logs hold no `session/created` (it would precede every other event)."""
-        self.semantic = semantic or NoSemanticIndex()
+        self.semantic = semantic or vectors or NoSemanticIndex()
         self.recaller = Recaller(
             self.pool, recall_settings(settings), self.semantic, creation=self._creation
         )
@@ -197,6 +214,8 @@ class Ledger:
         self.credentials.ensure()
         await self.relay.flush()
         await self._rebuild_postings()
+        if self.vectors is not None:
+            await self.vectors.start()
         self.consumer.start(self._broker.connection, self.js())
 
     async def _rebuild_postings(self) -> None:
@@ -217,11 +236,8 @@ class Ledger:
         """Before the broker closes: finish the batch in hand and publish its facts."""
         await self.consumer.stop()
         await self.relay.idle()
-
-    def pool(self) -> Pool:
-        if self._resources.pool is None:
-            raise StoreUnavailable("the ledger's database pool is not open")
-        return self._resources.pool
+        if self.vectors is not None:
+            await self.vectors.stop()
 
     def js(self) -> JetStreamContext:
         if self._js is None:

@@ -375,7 +375,11 @@ def utility(
 def _utility(cand: Candidate, query: Query, rrf: float | None, lex: float) -> float:
     """`utility` with the lexical relevance known; every candidate of a recall passes here,
     hence the terms written out in place:
-    - semantic: the semantic channel's score, where it answered;
+    - semantic: the semantic channel's score (cosine similarity), where it answered, added
+      beside the lexical relevance rather than in its place: on LoCoMo dev the shipped model
+      (USE multilingual v3) ranks a question's evidence poorly on its own (R@10 about 20 against
+      BM25's 55), so a weight above 0.1 only cost recall there, while it still orders paraphrases
+      that share no word with the question;
     - work match: work-state evidence of the asking session is the work at hand;
     - temporal fit: 0.1 for what was not valid at the instant an as-of recall reads;
     - evidence support: an observation's evidence count (five is full), else confidence;
@@ -383,7 +387,7 @@ def _utility(cand: Candidate, query: Query, rrf: float | None, lex: float) -> fl
     if rrf is not None:
         core = 0.5 * rrf
     elif query.has_semantic:
-        core = 0.32 * cand.semantic + 0.18 * lex
+        core = 0.5 * lex + 0.1 * cand.semantic
     else:
         core = 0.5 * lex
     work = 1.0 if cand.claim_domain == "work" and cand.session_id == query.session_id else 0.0
