@@ -304,9 +304,9 @@ async def test_sessions_streams_and_memory_answer_their_owner_only(
 
     async def remembered() -> list[dict[str, Any]]:
         found = (await owner.get(f"/api/memory?session_id={session_id}")).json()["items"]
-        return [i for i in found if "Porto" in i["content"]]
+        return [i for i in found if "Porto" in i["content"] and i["claim_kind"] == "message"]
 
-    [item] = await eventually(remembered, timeout=20, interval=0.3)
+    [item] = await eventually(remembered, timeout=20, interval=0.3)  # the message, kept whole
     evidence = item["evidence_id"]
     assert (await owner.get(f"/api/memory/{evidence}")).status_code == 200
     assert (await owner.get(f"/api/memory/{evidence}/history")).status_code == 200

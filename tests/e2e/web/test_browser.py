@@ -111,7 +111,7 @@ async def _owner_journey(stack: Stack, page: Any) -> None:
     await _send(page, "What colour is my boat Nautilus?")
     last_turn = page.locator("#log li.turn[data-outcome]").last
     await _open_recall(last_turn)
-    await last_turn.locator(".recalled", has_text="Nautilus and it is blue").first.wait_for()
+    await last_turn.locator(".recalled", has_text="My boat is blue").first.wait_for()
     await shot(page, "03-chat")
 
     # The management panel: correct the memory item.
