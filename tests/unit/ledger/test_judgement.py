@@ -1,4 +1,5 @@
-"""The checks of a model's judgement (`claim.supersede`): what a new claim may end."""
+"""The checks of a model's judgement (`claim.supersede`): what a new claim may end; the facts
+that let the consolidator know who said a claim and what ingestion already used."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from tavern_ledger.domain.facts import evidence_appended, state_changed
 from tavern_ledger.domain.judgement import Refused, verdict
 from tavern_ledger.domain.records import EvidenceRow
 from tests.unit.ledger.builders import at
@@ -65,3 +67,11 @@ def test_an_unknown_target_or_a_claim_not_of_fact_refuses() -> None:
         verdict(NEW, ["missing"], {})
     with pytest.raises(Refused):
         verdict(replace(NEW, state="superseded"), ["old"], {"old": OLD})
+
+
+def test_the_ledger_facts_name_the_speaker_and_what_replaced_a_claim() -> None:
+    appended = evidence_appended(replace(OLD, content_hash="0" * 64), at(3))
+    assert appended.payload.source_label == "user"
+    ended = replace(OLD, state="superseded")
+    fact = state_changed(ended, "active", 7, "judged", at(3), "consolidator", replaced_by="new")
+    assert (fact.payload.to_state, fact.payload.replaced_by) == ("superseded", "new")
