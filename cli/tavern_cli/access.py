@@ -64,11 +64,13 @@ LOOP_RPCS = (
 CONSOLIDATOR_RPCS = (
     "ledger.observation.propose",
     "ledger.observation.propose_batch",
+    "ledger.claim.supersede",
     "ledger.consolidation.>",
     "ledger.stats",
 )
-"""Proposed observations, the rule and expression-candidate operations of consolidation, and
-the ownership check of a user's review request (`stats` asked as that user)."""
+"""Proposed observations, claims a model judged superseded, the rule and expression-candidate
+operations of consolidation, and the ownership check of a user's review request (`stats` asked
+as that user)."""
 
 GATEWAY_CONSOLIDATOR_RPCS = (
     "consolidator.rules.list",

@@ -61,6 +61,9 @@ class EvidenceAppendedPayload(Payload):
     written before claims."""
     claim_of: Id | None = None
     """The evidence id of the message a claim was cut from."""
+    source_label: str | None = Field(default=None, max_length=128)
+    """Who said it (`user`, or `user:<name>` in a chat of several people); absent for evidence
+    that is not a person's words, and in facts written before it was carried."""
 
 
 class EvidenceAppended(LedgerFact):
@@ -76,6 +79,8 @@ class EvidenceStateChangedPayload(Payload):
     to_state: EvidenceState
     reason: str = Field(max_length=500)
     audit_id: Id | None = None
+    replaced_by: Id | None = None
+    """A supersession's: the evidence that replaced this one (a correction's claim)."""
 
     @model_validator(mode="after")
     def _changed(self) -> EvidenceStateChangedPayload:

@@ -61,6 +61,11 @@ class ConsolidatorSettings(TavernSettings):
         description="scheduling niceness of the process: consolidation yields the CPU to the "
         "turns people wait on (0 = as started)",
     )
+    consolidator_judge_claims: bool = Field(
+        default=True,
+        description="ask the model whether each new claim of fact updates or contradicts the "
+        "speaker's earlier ones, and have the ledger end those (only with a model configured)",
+    )
     # rules feedback channel (acp.md §18)
     consolidator_rule_daily_runs: int = Field(default=4, ge=1)
     consolidator_rule_window_days: int = Field(default=7, ge=1)

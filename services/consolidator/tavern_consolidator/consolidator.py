@@ -21,6 +21,7 @@ from tavern_consolidator.errors import StoreUnavailable
 from tavern_consolidator.expression import Expression
 from tavern_consolidator.feedback import Feedback, FeedbackConfig
 from tavern_consolidator.intake import Intake, Touched
+from tavern_consolidator.judge import Judge
 from tavern_consolidator.ledger_client import LedgerClient
 from tavern_consolidator.model import Model
 from tavern_consolidator.profiles import Profiles
@@ -122,7 +123,9 @@ class Consolidator:
         self.ledger = LedgerClient(
             lambda: broker.connection, headers=lambda: credentials.headers(CONSOLIDATOR)
         )
-        self.intake = Intake(self.pool, self._dead_letter)
+        judging = settings.consolidator_judge_claims and bool(self._llm.base_url)
+        self.intake = Intake(self.pool, self._dead_letter, judging)
+        self.judge = Judge(self.pool, self.model, self.ledger)
         retry = Retry(settings.consolidator_retry_base_s, settings.consolidator_retry_max_s)
         self.distillation = Distillation(
             self.pool, self.model, self.ledger, thresholds(settings), retry, utc_now
@@ -138,7 +141,12 @@ class Consolidator:
         self.distillation.on_style = self.expression.consider
         self.dreaming = Dreaming(self.pool, settings.consolidator_dream_archive_days, utc_now)
         self.profiles = Profiles(self.pool)
-        jobs = {"distil": self._distil, "rules": self.feedback.draft, "views": self._views}
+        jobs = {
+            "distil": self._distil,
+            "rules": self.feedback.draft,
+            "views": self._views,
+            "judge": self._judge,
+        }
         self.scheduler = Scheduler(
             jobs, self._sweep, settings.consolidator_poll_s, settings.consolidator_coalesce_s
         )
@@ -217,11 +225,18 @@ class Consolidator:
     def _woken(self, touched: Touched) -> None:
         self.scheduler.wake("distil", touched.distil)
         self.scheduler.wake("rules", touched.rules)
+        self.scheduler.wake("judge", touched.judge)
 
     async def _distil(self, scope_id: str) -> dict[str, Any]:
         result = await self.distillation.run(scope_id)
         if result.get("digested"):  # there may be more than one batch of backlog
             self.scheduler.wake("distil", [scope_id])
+        return result
+
+    async def _judge(self, scope_id: str) -> dict[str, Any]:
+        result = await self.judge.run(scope_id)
+        if result.get("more"):
+            self.scheduler.wake("judge", [scope_id])
         return result
 
     async def _views(self, _: str) -> dict[str, Any]:

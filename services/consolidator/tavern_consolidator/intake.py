@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from nats.aio.msg import Msg
 
-from tavern_consolidator.domain.intake import Changes, add_event, add_fact
+from tavern_consolidator.domain.intake import FACTUAL, Changes, add_event, add_fact
 from tavern_consolidator.store import PoolSource, connection, facts, transaction
 from tavern_events.envelope import LedgerFact, Model, SessionEvent
 from tavern_events.errors import ContractError
@@ -30,11 +30,14 @@ class Touched:
 
     distil: frozenset[str]
     rules: frozenset[str]
+    judge: frozenset[str] = frozenset()
+    """Scopes with new claims of fact for the model to judge (judging on)."""
 
 
 class Intake:
-    def __init__(self, pool: PoolSource, dead_letter: DeadLetter) -> None:
-        self._pool, self._dead_letter = pool, dead_letter
+    def __init__(self, pool: PoolSource, dead_letter: DeadLetter, judging: bool = False) -> None:
+        """`judging`: a model judges new claims of fact (`judge.py`)."""
+        self._pool, self._dead_letter, self._judging = pool, dead_letter, judging
         self.skips = SkipCounter()
 
     async def ledger_facts(self, msgs: Sequence[Msg]) -> Touched:
@@ -69,8 +72,9 @@ class Intake:
             return Touched(frozenset(), frozenset(c.human_scopes))
         async with (transaction if count > 1 else connection)(self._pool) as conn:
             await facts.save_sessions(conn, c.sessions)
-            await facts.save_evidence(conn, c.evidence)  # with its scopes' state rows
+            await facts.save_evidence(conn, c.evidence, self._judging)  # and scope rows
             await facts.change_states(conn, c.states)
+            await facts.not_to_judge(conn, sorted(c.replacing))
             await facts.save_observations(conn, c.observations)
             await facts.save_rules(conn, c.rules)
             turn_scopes = set(await facts.save_turns(conn, c.turns))  # with theirs
@@ -84,4 +88,9 @@ class Intake:
                 turns=len(c.turns),
             )
         distil = c.evidence_scopes | turn_scopes
-        return Touched(frozenset(distil), frozenset(c.human_scopes | turn_scopes))
+        judge = {e.scope_id for e, _ in c.evidence if e.claim_kind in FACTUAL}
+        return Touched(
+            frozenset(distil),
+            frozenset(c.human_scopes | turn_scopes),
+            frozenset(judge if self._judging else ()),
+        )

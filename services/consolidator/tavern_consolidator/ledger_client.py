@@ -1,6 +1,7 @@
 """Request/reply to the ledger: observations through `tavern.rpc.ledger.observation.propose`,
-rules and expression candidates through `tavern.rpc.ledger.consolidation.*`. The only place that
-sees NATS errors of these calls; a rate-limited call waits and tries again."""
+claims a model judged superseded through `claim.supersede`, rules and expression candidates
+through `tavern.rpc.ledger.consolidation.*`. The only place that sees NATS errors of these
+calls; a rate-limited call waits and tries again."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from tavern_events.replies import ErrorBody, error_of, timeout_headers
 TIMEOUT_S = 10.0
 RATE_LIMIT_WAITS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 2.0)
 ACTOR = "consolidation"
+JUDGE_ACTOR = "consolidator"
+"""The audit's actor of the claims a model judged superseded."""
 
 
 class LedgerClient:
@@ -96,6 +99,20 @@ class LedgerClient:
         )
         items: list[dict[str, Any]] = reply["items"]
         return items
+
+    async def supersede_claims(
+        self, evidence_id: str, supersedes: Sequence[str], decision: str, reason: str
+    ) -> dict[str, Any]:
+        """`claim.supersede`: end the earlier claims the model judged `evidence_id` updates or
+        contradicts (the ledger checks each; asked again, nothing changes)."""
+        body = {
+            "actor": JUDGE_ACTOR,
+            "evidence_id": evidence_id,
+            "supersedes": list(supersedes),
+            "decision": decision,
+            "reason": reason[:500],
+        }
+        return await self.call("claim.supersede", body)
 
     async def consolidation(self, op: str, **body: Any) -> dict[str, Any]:
         """`tavern.rpc.ledger.consolidation.<op>` (rules and expression candidates)."""

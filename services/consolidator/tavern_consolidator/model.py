@@ -49,11 +49,23 @@ class Model:
             return Attempt("rejected", parsed.error)
         return Attempt("ok", distilled=parsed)
 
-    async def _complete(self, messages: list[dict[str, str]]) -> FinalMessage:
+    async def answer(self, messages: list[dict[str, str]], max_tokens: int) -> str:
+        """One short completion (a claim's judgement), within the attempt's timeout; raises
+        `ProviderError` (or `TimeoutError`) when no real model answered whole."""
+        final = await asyncio.wait_for(self._complete(messages, max_tokens), self._timeout)
+        if final.offline:
+            raise ProviderError("unavailable", "only the offline stand-in answered")
+        if final.finish_reason == "length":
+            raise ProviderError("malformed", "the answer stopped at its output limit")
+        return final.content
+
+    async def _complete(
+        self, messages: list[dict[str, str]], max_tokens: int | None = None
+    ) -> FinalMessage:
         request = ChatRequest(
             model="",
             messages=list(messages),
-            max_tokens=self._max_tokens,
+            max_tokens=max_tokens or self._max_tokens,
             temperature=TEMPERATURE,
             route=TASK,
         )

@@ -45,7 +45,7 @@ async def commit_change(
     audit_id = await audit.append_one(conn, entry)
     if change.from_state != change.to_state:
         fact = state_changed(
-            change.after, change.from_state, audit_id, entry.reason, now, actor.name
+            change.after, change.from_state, audit_id, entry.reason, now, actor.name, replaced_by
         )
         await outbox.enqueue(conn, [outbox_record(fact)])
     return audit_id

@@ -24,6 +24,7 @@ from tavern_events.streams import SESSIONS
 from tavern_events.union import Decoded, decode_or_skip
 from tavern_ledger import ingest
 from tavern_ledger.access import Access
+from tavern_ledger.claims import Claims
 from tavern_ledger.config import LedgerSettings
 from tavern_ledger.consolidation.observations import Observations
 from tavern_ledger.domain.composer import ComposerConfig
@@ -190,6 +191,7 @@ class Ledger:
         self.credentials = credentials or Credentials.of(settings)
         self.access = Access(self.credentials, self.pool, creation=self._creation)
         self.rights = Rights(self.pool, gate)
+        self.claims = Claims(self.pool)
         self.transfer = Transfer(self.pool, gate)
         self.observations = Observations(self.pool, gate)
         self.relay = Relay(self.pool, lambda: self._broker.connection)

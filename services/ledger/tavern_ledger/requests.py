@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tavern_events.rpc.ledger import (
     AuditBody,
+    ClaimSupersedeBody,
     CorrectBody,
     EvidenceOp,
     EvidenceRef,
@@ -22,6 +23,7 @@ from tavern_events.rpc.ledger import (
 
 __all__ = [
     "AuditBody",
+    "ClaimSupersedeBody",
     "CorrectBody",
     "EvidenceOp",
     "EvidenceRef",

@@ -75,24 +75,37 @@ async def _apply(
     actor = Actor("user", f"correction said in session {message.session_id}")
     by_id = {s.id: s for s in stated}
     column = {s.id: j for j, s in enumerate(stated)}
-    ended: dict[str, list[str]] = {}
+    ended: dict[str, list[EvidenceRow]] = {}
     for target_id in chosen:
         # The clause nearest in meaning carries the lineage (the first when the whole is).
         rows = similarity[1:]
         best = max(range(len(claims)), key=lambda i: rows[i][column[target_id]])
-        ended.setdefault(claims[best].id, []).append(target_id)
-        change = lifecycle.apply(by_id[target_id], "supersede", now, at=message.observed_at)
-        await commit_change(conn, change, "supersede", actor, now, replaced_by=claims[best].id)
+        ended.setdefault(claims[best].id, []).append(by_id[target_id])
     for claim in claims:
         if claim.id in ended:
-            await _record_lineage(conn, claim, ended[claim.id], actor, now)
+            await supersede_claims(conn, claim, ended[claim.id], actor, now, matched_by="meaning")
     log.info("spoken_correction_applied", session_id=message.session_id, superseded=len(chosen))
     return len(chosen)
 
 
-async def _record_lineage(
-    conn: Conn, claim: EvidenceRow, chosen: Sequence[str], actor: Actor, now: datetime
+async def supersede_claims(
+    conn: Conn,
+    claim: EvidenceRow,
+    targets: Sequence[EvidenceRow],
+    actor: Actor,
+    now: datetime,
+    *,
+    matched_by: str,
+    decision: str | None = None,
 ) -> None:
+    """End `targets` by `claim`, as a correction does: each `superseded` with its validity
+    ending when the claim was said (a `supersede` audit entry and LEDGER fact each), the claim's
+    `supersedes` naming them and a `correct` entry saying how they were matched. Spoken
+    corrections and the consolidator's model judgement (`claims.py`) both end claims here."""
+    for target in targets:
+        change = lifecycle.apply(target, "supersede", now, at=claim.observed_at)
+        await commit_change(conn, change, "supersede", actor, now, replaced_by=claim.id)
+    chosen = [t.id for t in targets]
     lineage = replace(
         claim,
         supersedes=tuple(dict.fromkeys((*claim.supersedes, *chosen))),
@@ -100,10 +113,14 @@ async def _record_lineage(
         updated_at=now,
     )
     await evidence.save_change(conn, lineage)
-    await audit.append_one(conn, _correct_entry(lineage, chosen, actor))
+    entry = _correct_entry(lineage, chosen, actor, matched_by, decision)
+    await audit.append_one(conn, entry)
 
 
-def _correct_entry(row: EvidenceRow, chosen: Sequence[str], actor: Actor) -> AuditEntry:
+def _correct_entry(
+    row: EvidenceRow, chosen: Sequence[str], actor: Actor, matched_by: str, decision: str | None
+) -> AuditEntry:
+    extra = {"decision": decision} if decision else {}
     return AuditEntry(
         op="correct",
         scope_id=row.scope_id,
@@ -114,9 +131,10 @@ def _correct_entry(row: EvidenceRow, chosen: Sequence[str], actor: Actor) -> Aud
             "contentHash": row.content_hash,
             "state": row.state,
             "corrects": list(chosen),
-            "matched_by": "meaning",
+            "matched_by": matched_by,
             "claim_of": row.claim_of,
             "session_id": row.session_id,
             "source_event_id": row.source_event_id,
+            **extra,
         },
     )

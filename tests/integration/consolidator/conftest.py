@@ -44,6 +44,7 @@ FAST = {
     "consolidator_retry_base_s": 0.2,
     "consolidator_retry_max_s": 1.0,
     "consolidator_timeout_s": 10.0,
+    "consolidator_judge_claims": False,  # on where a test judges claims (its own requests)
 }
 
 

@@ -81,6 +81,7 @@ def process_env(tmp_path: Path, nats_url: str, database_url: str, model_url: str
         "TAVERN_CONSOLIDATOR_POLL_S": "0.2",
         "TAVERN_CONSOLIDATOR_RETRY_BASE_S": "0.2",
         "TAVERN_CONSOLIDATOR_RETRY_MAX_S": "0.5",
+        "TAVERN_CONSOLIDATOR_JUDGE_CLAIMS": "false",  # the model here answers distillations only
     }
 
 

@@ -39,9 +39,11 @@ def test_the_consolidator_may_ask_what_its_ledger_client_calls() -> None:
     assert '"observation.propose_batch"' in client
     assert 'f"consolidation.{op}"' in client
     assert '"stats"' in client  # the ownership check of a user's review request
+    assert '"claim.supersede"' in client
     assert set(access.CONSOLIDATOR_RPCS) == {
         "ledger.observation.propose",
         "ledger.observation.propose_batch",
+        "ledger.claim.supersede",
         "ledger.consolidation.>",
         "ledger.stats",
     }

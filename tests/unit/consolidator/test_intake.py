@@ -10,6 +10,8 @@ from tavern_events.ledger import (
     EvidenceAppended,
     EvidenceAppendedPayload,
     EvidenceOrigin,
+    EvidenceStateChanged,
+    EvidenceStateChangedPayload,
     ObservationUpserted,
     ObservationUpsertedPayload,
 )
@@ -82,3 +84,23 @@ def test_session_events_give_scopes_and_ended_turns() -> None:
     add_event(changes, ended)
     assert changes.sessions == {"s1": "c1"}
     assert [(t.session_id, t.turn) for t in changes.turns] == [("s1", 3)]
+
+
+def test_a_claims_kind_message_and_speaker_are_copied_and_what_ingestion_used_is_noted() -> None:
+    fact = appended("My sister lives in Lisbon")
+    claim = fact.payload.model_copy(
+        update={"claim_kind": "fact", "claim_of": "ev_m", "source_label": "user:vesna"}
+    )
+    changes = Changes()
+    add_fact(changes, fact.model_copy(update={"payload": claim}))
+    ended = EvidenceStateChangedPayload(
+        evidence_id="ev_0",
+        from_state="active",
+        to_state="superseded",
+        reason="",
+        replaced_by="ev_1",
+    )
+    add_fact(changes, EvidenceStateChanged(id="ev_0-a1", scope_id="c1", ts=T0, payload=ended))
+    [(copy, _)] = changes.evidence
+    assert (copy.claim_kind, copy.claim_of, copy.speaker) == ("fact", "ev_m", "user:vesna")
+    assert changes.replacing == {"ev_1"}

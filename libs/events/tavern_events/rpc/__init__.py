@@ -78,6 +78,12 @@ def _ledger() -> tuple[Rpc, ...]:
             "Release a held observation after review.",
         ),
         r(
+            "claim.supersede",
+            le.ClaimSupersedeBody,
+            le.ClaimSupersedeReply,
+            "End earlier claims a model judged a new claim updates or contradicts.",
+        ),
+        r(
             "consolidation.rule.activate",
             le.RuleActivateBody,
             le.RuleReply,

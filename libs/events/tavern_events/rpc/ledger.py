@@ -4,7 +4,7 @@ fields and strict on known ones."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -165,6 +165,23 @@ class ProposeBatchBody(Request):
         return f"scope:{self.scope_id}"
 
 
+MAX_JUDGED_TARGETS = 20
+"""Earlier claims one `claim.supersede` may end at most."""
+ClaimDecision = Literal["update", "contradict"]
+
+
+class ClaimSupersedeBody(Request):
+    """`claim.supersede`: the consolidator's model judged that a new claim of fact updates or
+    contradicts earlier claims of the same person in its scope; the ledger ends them as a
+    correction said in chat does. The consolidator's and the operator's only."""
+
+    evidence_id: str = Field(min_length=1, max_length=128)
+    supersedes: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        min_length=1, max_length=MAX_JUDGED_TARGETS
+    )
+    decision: ClaimDecision
+
+
 class ConsolidationRequest(Request):
     actor: str = Field(default="consolidation", min_length=1, max_length=64)
 
@@ -293,6 +310,15 @@ class CorrectReply(RpcReply):
     stored: bool
     evidence_id: str | None = None
     reasons: list[str] | None = None
+
+
+class ClaimSupersedeReply(RpcReply):
+    """What the judgement ended now, and what it had ended before (a repeated request changes
+    nothing)."""
+
+    evidence_id: str
+    superseded: list[str]
+    unchanged: list[str]
 
 
 class TransitionReply(RpcReply):

@@ -59,6 +59,8 @@ class Changes:
     turns: list[TurnEnd] = field(default_factory=list)
     human_scopes: set[str] = field(default_factory=set)
     """Scopes that received human evidence (the rules channel looks at them)."""
+    replacing: set[str] = field(default_factory=set)
+    """Claims the ledger already used to supersede others (a correction said in chat)."""
 
     @property
     def evidence_scopes(self) -> set[str]:
@@ -66,6 +68,8 @@ class Changes:
 
 
 HUMAN = frozenset({"user_explicit", "user_correction"})
+FACTUAL = frozenset({"fact", "preference", "correction"})
+"""Claims of fact: what a model may judge to update or contradict earlier ones."""
 UNCLAIMED = frozenset({"message", "question", "chatter"})
 """Evidence the consolidator leaves alone: a person's whole message (its claims are copied),
 and the questions and small talk in it."""
@@ -87,6 +91,9 @@ def evidence_of(fact: EvidenceAppended) -> Evidence:
         state=p.state,
         seq=p.origin.seq,
         event_id=p.origin.event_id,
+        claim_kind=p.claim_kind or "",
+        claim_of=p.claim_of,
+        speaker=p.source_label or "",
     )
 
 
@@ -134,6 +141,8 @@ def add_fact(changes: Changes, fact: object) -> None:
     elif isinstance(fact, EvidenceStateChanged):
         p = fact.payload
         changes.states.append(StateChange(p.evidence_id, p.to_state, fact.ts))
+        if p.replaced_by:
+            changes.replacing.add(p.replaced_by)
     elif isinstance(fact, ObservationUpserted):
         changes.observations.append(observation_of(fact))
     elif isinstance(fact, RuleChanged):

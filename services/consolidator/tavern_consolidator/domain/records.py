@@ -21,6 +21,10 @@ class Evidence:
     seq: int | None = None
     event_id: str | None = None
     state_changed_at: datetime | None = None
+    claim_kind: str = ""
+    """What it is as a claim cut from a person's message (`fact`, ...); empty otherwise."""
+    claim_of: str | None = None
+    speaker: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from tavern_consolidator.domain.intake import Changes, RuleView, StateChange, TurnEnd
+from tavern_consolidator.domain.intake import (
+    FACTUAL,
+    Changes,
+    RuleView,
+    StateChange,
+    TurnEnd,
+)
 from tavern_consolidator.domain.records import Evidence, Observation
 from tavern_consolidator.store import Conn
 
@@ -41,9 +47,11 @@ async def save_sessions(conn: Conn, sessions: dict[str, str]) -> None:
         )
 
 
-async def save_evidence(conn: Conn, rows: Sequence[tuple[Evidence, bool]]) -> None:
+async def save_evidence(
+    conn: Conn, rows: Sequence[tuple[Evidence, bool]], judging: bool = False
+) -> None:
     """Insert copies and their scopes' state rows in one statement; a redelivered fact (same
-    evidence id) changes nothing."""
+    evidence id) changes nothing. `judging`: new active claims of fact await the model."""
     if not rows:
         return
     await conn.execute(
@@ -51,9 +59,11 @@ async def save_evidence(conn: Conn, rows: Sequence[tuple[Evidence, bool]]) -> No
         "SELECT DISTINCT s FROM unnest($2::text[]) AS s ORDER BY s "
         "ON CONFLICT (scope_id) DO NOTHING) "
         "INSERT INTO consolidator.evidence (id, scope_id, session_id, seq, event_id, text, "
-        "authority, claim_domain, state, digestible, observed_at) "
+        "authority, claim_domain, state, digestible, observed_at, claim_kind, claim_of, speaker, "
+        "judge_pending) "
         "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], "
-        "$6::text[], $7::text[], $8::text[], $9::text[], $10::boolean[], $11::timestamptz[]) "
+        "$6::text[], $7::text[], $8::text[], $9::text[], $10::boolean[], $11::timestamptz[], "
+        "$12::text[], $13::text[], $14::text[], $15::boolean[]) "
         "ON CONFLICT (id) DO NOTHING",
         [e.id for e, _ in rows],
         [e.scope_id for e, _ in rows],
@@ -66,7 +76,21 @@ async def save_evidence(conn: Conn, rows: Sequence[tuple[Evidence, bool]]) -> No
         [e.state for e, _ in rows],
         [ok for _, ok in rows],
         [e.observed_at for e, _ in rows],
+        [e.claim_kind or None for e, _ in rows],
+        [e.claim_of for e, _ in rows],
+        [e.speaker for e, _ in rows],
+        [judging and e.state == "active" and e.claim_kind in FACTUAL for e, _ in rows],
     )
+
+
+async def not_to_judge(conn: Conn, ids: Sequence[str]) -> None:
+    """Claims the ledger already used to supersede others await no judgement."""
+    if ids:
+        await conn.execute(
+            "UPDATE consolidator.evidence SET judge_pending = false "
+            "WHERE id = ANY($1::text[]) AND judge_pending",
+            list(ids),
+        )
 
 
 async def change_states(conn: Conn, changes: Sequence[StateChange]) -> None:
@@ -114,6 +138,7 @@ def statements(changes: Changes) -> int:
         + any(o.supersedes for o in c.observations)
         + len(c.rules)
         + bool(c.turns)
+        + bool(c.replacing)
     )
 
 

@@ -76,6 +76,7 @@ def evidence_appended(row: EvidenceRow, now: datetime, actor: str = "system") ->
             observed_at=row.observed_at,
             claim_kind=row.claim_kind or None,
             claim_of=row.claim_of,
+            source_label=row.source_label or None,
         ),
     )
 
@@ -87,6 +88,7 @@ def state_changed(
     reason: str,
     now: datetime,
     actor: str,
+    replaced_by: str | None = None,
 ) -> EvidenceStateChanged:
     """The fact of one audited transition; its id derives from the evidence and audit ids."""
     return EvidenceStateChanged(
@@ -100,6 +102,7 @@ def state_changed(
             to_state=row.state,
             reason=reason[:500],
             audit_id=str(audit_id),
+            replaced_by=replaced_by,
         ),
     )
 

@@ -9,7 +9,7 @@ from faststream.nats import NatsBroker
 
 from tavern_events import subjects
 from tavern_ledger.config import LedgerSettings
-from tavern_ledger.handlers import consolidation, rights, stores
+from tavern_ledger.handlers import claims, consolidation, rights, stores
 from tavern_ledger.ledger import SERVICE
 
 VERSION = version("tavern-ledger")
@@ -34,6 +34,7 @@ RPCS: dict[str, Any] = {
     "observation.propose_batch": rights.propose_batch,
     "observation.list": rights.observation_list,
     "observation.release": rights.observation_release,
+    "claim.supersede": claims.supersede,
 }
 """`tavern.rpc.ledger.<op>` -> handler (request/reply, one queue group across replicas)."""
 
