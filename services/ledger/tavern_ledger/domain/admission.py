@@ -85,7 +85,12 @@ def cut(message: EvidenceRow) -> tuple[EvidenceRow, list[EvidenceRow]]:
 
 
 def _claim_row(message: EvidenceRow, n: int, part: Segment) -> EvidenceRow:
-    corrects = part.kind == "correction"
+    # A directive of a correcting message ("不对, 缩进要用四个空格") corrects how to answer: it
+    # keeps the correction's authority (the rules channel drafts from such directives said
+    # twice), while only a correction of a fact ends other claims.
+    corrects = part.kind == "correction" or (
+        part.kind == "directive" and message.source_class == "user_correction"
+    )
     digest = content_hash(part.text)
     claim: dict[str, object] = {"kind": part.kind, "of": message.id, "n": n}
     if part.said != part.text:

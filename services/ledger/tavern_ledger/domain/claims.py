@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Literal
 
 ClaimKind = Literal["directive", "statement"]
-CLAIMS_VERSION = 1
+CLAIMS_VERSION = 2
 """Bumped whenever the rules below change: stored evidence of people is then reclassified."""
 DIRECTIVE_DOMAINS = frozenset({"style", "user_preference"})
 """The claim domains a person's directive is filed under (`claim_domain`)."""
@@ -51,7 +51,7 @@ _ZH_DIRECTED = re.compile(
     "你(?:必须|一定要|务必|永远|每次都|总是要|不许|不准|不能再)|"
     "我(?:要|希望|需要|想)你|请(?:你|用|务必|不要|别|始终|一直)|"
     "(?:用|以)(?:中文|英文|英语|日语|法语|韩语|简体中文|繁体中文)(?:回答|回复|说话|交流|写)|"
-    "(?:应该|应当|改)用|(?<![我他她们])要用|(?:回答|回复)(?:要|得|必须|请)|不要(?:再)?(?:提|说|回答|用|叫|称呼)|别(?:再)?(?:提|说|用|叫))"
+    "(?:应该|应当|改)用|(?<![我他她们])要用|(?<![我他她们])一定要|(?:回答|回复)(?:要|得|必须|请)|不要(?:再)?(?:提|说|回答|用|叫|称呼)|别(?:再)?(?:提|说|用|叫))"
 )
 _HEAD = 240
 """A directive shows itself early: only the head of a long text is looked at."""
