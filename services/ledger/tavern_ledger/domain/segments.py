@@ -109,7 +109,7 @@ def _segments(text: str, correction: bool) -> tuple[Segment, ...]:
         kind = kind_of(clause, correction)
         if n == 0 and kind == "directive" and marker:
             # A directive keeps how it was introduced ("更正: 用四个空格"): the rules channel
-            # reads an explicit "Correction:" or "记住：" as asking for a rule.
+            # reads an explicit "Correction:" or "记住:" as asking for a rule.
             resolved = clause = marker + clause
         found.append(Segment(resolved, kind, clause))
         previous_subject = subject_of(resolved) or previous_subject
@@ -117,7 +117,7 @@ def _segments(text: str, correction: bool) -> tuple[Segment, ...]:
 
 
 def _marker(text: str) -> str:
-    """The leading "Correction:" or "更正：" of a message, as said (empty if none)."""
+    """The leading "Correction:" or "更正:" of a message, as said (empty if none)."""
     body = text.strip()
     return body[: len(body) - len(strip_marker(body))]
 
