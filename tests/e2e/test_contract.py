@@ -6,7 +6,7 @@ every RPC request and every RPC reply against the document's schemas and headers
 The run imports a card, then follows the memory flow of test_memory_defaults (a fact told in one
 session recalled in the next) with the loop's tools asked in plain words (memory, variables,
 history, scene, character, lore, the evidence query); then, as an operator's CLI would, it asks
-every other operation of the document once, on what earlier replies named: all 60 RPCs answer
+every other operation of the document once, on what earlier replies named: all 61 RPCs answer
 and every reply is checked, the errors the run provokes on purpose included. Last, a malformed
 event in a session log is parked by its consumers, and the dead letters are checked too.
 """
@@ -49,6 +49,7 @@ EXPECTED_ERRORS = {
     ("ledger_consolidation_candidate_transition", "conflict"),  # rolling back a rejected one
     ("consolidator_rules_decide", "not_found"),  # unpinning rule 99 of a scope with one
     ("projector_replay_status", "not_found"),  # a replay job nobody started
+    ("ledger_claim_supersede", "conflict"),  # a judgement naming rows that are not claims of fact
 }
 """Error replies the run provokes, each validated against the document's error message."""
 POISON_SUBJECT = "tavern.session.poisoned.turn.start"
@@ -334,6 +335,8 @@ async def _changes(nc: Any, scope: str, evidence: str, other: str) -> None:
     await _ask(nc, "tavern.rpc.consolidator.expression.decide", decided)
     transition = {"candidate_id": created["candidate"]["candidate_id"], "event": "rollback"}
     await _ask(nc, f"{ledger}.consolidation.candidate.transition", transition)
+    judged = {"evidence_id": evidence, "supersedes": [other], "decision": "update"}
+    await _ask(nc, f"{ledger}.claim.supersede", judged)  # not two claims of fact: refused
     await _ask(nc, f"{ledger}.rollback", {"evidence_id": evidence})
     await _ask(nc, f"{ledger}.delete", {"evidence_id": other})
 
@@ -416,6 +419,6 @@ async def test_a_subscriber_knowing_only_the_documents_validates_a_whole_run(
     for channel in ("session", "input", "ledger", "asset", "dlq"):
         assert counts[channel] > 0, (channel, counts)
     rpcs = {k for k, op in contract.document["operations"].items() if op["action"] == "receive"}
-    assert len(rpcs) == len(rpc.ALL) == 60
+    assert len(rpcs) == len(rpc.ALL) == 61
     missing = {r for r in rpcs if counts[f"{r} reply"] == 0}
     assert missing == set(), (missing, counts)
