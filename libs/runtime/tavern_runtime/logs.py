@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 import structlog.tracebacks
@@ -72,6 +72,18 @@ def _scrub_frame(value: Any) -> Any:
     return redact_secrets(value) if isinstance(value, str) else value
 
 
+class _CurrentStderr:
+    """`sys.stderr` as it is when a line is written: loggers are cached on first use, and a
+    stream swapped since (a test harness capturing one run, then closing its stream) must not
+    be written to after it closed."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(service: str, level: str = "INFO", fmt: str = "auto") -> None:
     """Configure structlog and route stdlib logging through it. Idempotent."""
     json_out = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -95,7 +107,7 @@ def configure_logging(service: str, level: str = "INFO", fmt: str = "auto") -> N
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
