@@ -10,11 +10,14 @@ from tavern_ledger.evidence import Conn
 
 READABLE = "('active', 'superseded')"
 """The states recall may read (`evidence.rows.INDEXED_STATES`): the only rows with a vector."""
+CLAIMS = "coalesce(e.claim_kind, '') NOT IN ('message', 'question', 'chatter')"
+"""The rows recall injects (`evidence.rows.RECALLABLE`): claims, not the messages kept whole
+beside them, nor questions and small talk."""
 
 WRITE = f"""
 WITH readable AS (
     SELECT e.id, e.scope_id FROM ledger.evidence e
-    WHERE e.id = ANY($1::text[]) AND e.state IN {READABLE}
+    WHERE e.id = ANY($1::text[]) AND e.state IN {READABLE} AND {CLAIMS}
     ORDER BY e.id
     FOR SHARE OF e
 ), given AS (
@@ -49,14 +52,15 @@ ORDER BY embedding <=> $2::real[]::vector LIMIT $4
 MISSING = f"""
 SELECT e.id, e.content FROM ledger.evidence e
 LEFT JOIN ledger.evidence_vector v ON v.evidence_id = e.id
-WHERE e.state IN {READABLE} AND (v.evidence_id IS NULL OR v.model <> $1) AND e.id > $2
+WHERE e.state IN {READABLE} AND {CLAIMS} AND (v.evidence_id IS NULL OR v.model <> $1)
+  AND e.id > $2
 ORDER BY e.id LIMIT $3
 """
 
 MISSING_COUNT = f"""
 SELECT count(*) FROM ledger.evidence e
 LEFT JOIN ledger.evidence_vector v ON v.evidence_id = e.id
-WHERE e.state IN {READABLE} AND (v.evidence_id IS NULL OR v.model <> $1)
+WHERE e.state IN {READABLE} AND {CLAIMS} AND (v.evidence_id IS NULL OR v.model <> $1)
 """
 
 
