@@ -227,7 +227,8 @@ async def test_acp_query_is_audited_reads_every_state_and_is_never_remembered(
 
 async def _evidence(ledger: Ledger, session_id: str, text: str) -> list[dict[str, Any]]:
     rows = await ledger.db.fetch(
-        "SELECT id, scope_id FROM ledger.evidence WHERE session_id = $1 AND content LIKE $2",
+        "SELECT id, scope_id FROM ledger.evidence WHERE session_id = $1 AND content LIKE $2 "
+        "AND claim_of IS NULL",  # the message, kept whole beside its claims
         session_id,
         f"%{text}%",
     )
