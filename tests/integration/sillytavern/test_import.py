@@ -160,7 +160,7 @@ async def test_imported_user_lines_enter_the_ledger_with_their_original_dates(
     async def rows() -> list[Any] | None:
         found = await ledger.db.fetch(
             "SELECT content, observed_at FROM ledger.evidence WHERE session_id = $1"
-            " ORDER BY observed_at",
+            " AND claim_of IS NULL ORDER BY observed_at",  # the messages, kept whole
             session_id,
         )
         return found if len(found) >= 2 else None
