@@ -10,10 +10,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nats
 import pytest
+import structlog
 
 from bench import run as bench_run
 from bench.registry import REGISTRY, Bench, Env, Result
@@ -48,6 +50,18 @@ def _registry() -> dict[str, Bench]:
     }
 
 
+@pytest.fixture
+def logging_kept() -> Iterator[None]:
+    """`bench.run` configures logging for its process (loggers cached on first use); a run in
+    this process must leave the harness's configuration as it found it."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+@pytest.mark.usefixtures("logging_kept")
 def test_a_failing_bench_is_reported_and_the_run_goes_on(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
