@@ -625,7 +625,7 @@ async def _cleanup(
         ]
         return {"deleted": [], "confirm": ids, "items": preview, "done": False}
     deleted, refused = [], []
-    for evidence_id in ids:
+    for evidence_id in _claims_first(items):
         try:
             await gw.bus.rpc(
                 account.principal,
@@ -638,6 +638,13 @@ async def _cleanup(
             log.info("cleanup_refused", evidence_id=evidence_id, code=exc.code)
             refused.append({"evidence_id": evidence_id, "code": exc.code, "message": exc.message})
     return {"deleted": deleted, "refused": refused, "confirm": ids, "done": True}
+
+
+def _claims_first(items: list[dict[str, Any]]) -> list[str]:
+    """The claims before the messages they were cut from: deleting a message deletes its claims
+    too, and a claim deleted that way would answer its own delete as already done."""
+    ordered = sorted(items, key=lambda item: item.get("claim_kind") == "message")
+    return [str(item.get("evidence_id")) for item in ordered]
 
 
 # --- variables (the ledger's store, compare-and-set) ----------------------------------------
