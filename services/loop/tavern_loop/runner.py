@@ -16,21 +16,20 @@ from nats.aio.msg import Msg
 
 from tavern_events import subjects
 from tavern_events.envelope import SessionEvent
-from tavern_events.input import CommandInput
 from tavern_events.session import SessionCreated
 from tavern_loop.commands import Creation
-from tavern_loop.domain.access import creator, foreign_character, input_refusal
+from tavern_loop.domain.access import creator, input_refusal
 from tavern_loop.domain.binding import Refusal, created_binding, default_binding
 from tavern_loop.domain.drafts import Drafter
 from tavern_loop.domain.repair import repair_events
 from tavern_loop.inputs import Arrivals, PendingInput, arrived_inputs, parse_input
 from tavern_loop.lease import Lease, LeaseKeeper, Leases
 from tavern_loop.sessionlog import HeldLog
-from tavern_loop.turn import LOOP, LoopDeps, TurnRunner, input_rejection
+from tavern_loop.turn import LoopDeps, TurnRunner, input_rejection
 from tavern_runtime import tracing
 from tavern_runtime.errors import ConcurrencyConflict
 from tavern_runtime.logs import get_logger
-from tavern_runtime.principals import LOCAL_OWNER, Principal
+from tavern_runtime.principals import LOCAL_OWNER
 from tavern_runtime.sessionlog import SessionLogReader, SessionLogWriter
 
 log = get_logger(__name__)
@@ -195,8 +194,7 @@ class SessionRunner:
             if self._deps.stopping.is_set():
                 return  # the replica stops: nothing staged, the inputs wait unclaimed
             with tracing.span("loop.claim", attributes=lambda: {"tavern.inputs": len(claim)}):
-                foreign = await self._foreign_character(held, claim)
-                creation = self._ensure_created(held, claim, foreign)
+                creation = self._ensure_created(held, claim)
             turn = TurnRunner(held, self._deps, self.cancel, creation, self._arrivals)
             turn.followups = self._followups(claim)
             turn.slot = slot
@@ -308,52 +306,12 @@ class SessionRunner:
             log.warning("turn_repaired", session_id=self.session_id, turn=events[-1].turn)
             await held.append(*events)
 
-    async def _foreign_character(self, held: HeldLog, claim: list[PendingInput]) -> str | None:
-        """Why a first `create` may not bind the characters it names (another user's)."""
-        create = _first_create(claim)
-        if held.state.created or create is None:
-            return None
-        sender = next((p.principal for p in claim if p.input_id == create.input_id), None)
-        if sender is not None and sender.kind == "operator":
-            return None  # the operator binds any card: nothing to ask
-        decided = created_binding(self.session_id, create.payload.args, self._deps.options.profiles)
-        if isinstance(decided, Refusal):
-            return None
-        named = {decided.character_id} if decided.character_id else set()
-        named |= {m.character_id for m in (decided.group.members if decided.group else ())}
-        owner = _creator(claim)
-        owners = {c: await self._owner_of(c, owner) for c in sorted(named)}
-        refusal = foreign_character(sender, owner, owners)
-        if refusal is not None:
-            log.warning("access_refused", session_id=self.session_id, reason=refusal)
-        return refusal
-
-    async def _owner_of(self, character: str, owner: str) -> str | None:
-        """Who owns the card a `create` names: `owner`, when the projector finds it among
-        theirs (by id or name), else whoever it finds asked as the loop on its own account;
-        None when it knows no such card or does not answer."""
-        for asker in (LOOP.acting_for(owner), LOOP):
-            found = await self._card_owner(character, asker)
-            if found is not None:
-                return found
-        return None
-
-    async def _card_owner(self, character: str, asker: Principal) -> str | None:
-        credentials = self._deps.credentials
-        headers = credentials.headers(asker) if credentials else None
-        body = {"character": character, "fields": ["name"], "max_chars": 16}
-        subject = subjects.rpc("projector", "character.get")
-        reply = await self._deps.rpc(subject, body, OWNER_TIMEOUT_S, headers=headers)
-        source = reply.get("source") if isinstance(reply, dict) else None
-        found = source.get("owner") if isinstance(source, dict) else None
-        return found if isinstance(found, str) else None
-
-    def _ensure_created(
-        self, held: HeldLog, claim: list[PendingInput], foreign: str | None = None
-    ) -> Creation | None:
+    def _ensure_created(self, held: HeldLog, claim: list[PendingInput]) -> Creation | None:
         """A session's log starts with `session/created`: the binding a first `create` command
-        asks for, else the configured defaults (a refused create gets them too, with why:
-        `foreign` when it names another user's character)."""
+        asks for, else the configured defaults (a refused create gets them too, with why).
+        The characters it names bind as asked, whoever's they are: every read of a card is held
+        to the session's owner (another user's card reads as none, like a card that does not
+        exist), so the answer says nothing of whether another user has such a card."""
         if held.state.created:
             return None
         profiles = self._deps.options.profiles
@@ -366,8 +324,6 @@ class SessionRunner:
         decided = created_binding(self.session_id, create.payload.args, profiles)
         if "chat_id" in create.payload.args and not _may_name_chat(claim, create.input_id):
             decided = Refusal(NAMED_CHAT_REFUSED)
-        elif foreign is not None:
-            decided = Refusal(foreign)
         refusal = decided.reason if isinstance(decided, Refusal) else None
         if isinstance(decided, Refusal):
             decided = default_binding(self.session_id, profiles)
@@ -387,17 +343,10 @@ def _turn_span(session_id: str, claim: list[PendingInput]) -> AbstractContextMan
     )
 
 
-OWNER_TIMEOUT_S = 2.0
-"""How long a `create` waits to learn who owns the card it names."""
 NAMED_CHAT_REFUSED = (
     "/create: only the operator binds a new session to an existing chat (a chat and its "
     "memory belong to the user who made it)"
 )
-
-
-def _first_create(claim: list[PendingInput]) -> CommandInput | None:
-    create = next((p.slash for p in claim if p.slash is not None), None)
-    return create if create is not None and create.payload.name == "create" else None
 
 
 def _may_name_chat(claim: list[PendingInput], create_id: str) -> bool:

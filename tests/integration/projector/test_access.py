@@ -193,30 +193,52 @@ async def test_personas_belong_to_their_importer(projector: Projector) -> None:
     assert refused["error"]["code"] == "not_found"
 
 
-async def test_the_loop_binds_a_new_session_only_to_its_owners_card(projector: Projector) -> None:
+async def test_a_create_naming_another_users_card_answers_as_one_naming_no_card(
+    projector: Projector,
+) -> None:
+    """Bob's `create` naming Alice's card is answered exactly as one naming an id nobody has:
+    the session binds as asked and reads nothing of the card, so nothing says that it exists."""
     alices = await import_as(projector, "v2_mira.png", "alice")
     await import_as(projector, "v2_mira.png", "bob")
     await projector.caught_up("assets")
     await projector.bus.engine()
-    await projector.bus.command("bob-s", "create", headers=BOB, args={"character_id": alices})
-    await projector.bus.command("bob-own", "create", headers=BOB, args={"character_id": "Mira"})
-    await projector.bus.command("alice-s", "create", headers=ALICE, args={"character_id": alices})
-    await projector.bus.command("op-s", "create", args={"character_id": alices})  # the operator
-    bound = {}
-    for session_id in ("bob-s", "bob-own", "alice-s", "op-s"):
+    creates = {
+        "bob-s": (BOB, alices),
+        "bob-none": (BOB, "mira-no-such-card"),
+        "bob-own": (BOB, "Mira"),
+        "alice-s": (ALICE, alices),
+        "op-s": (None, alices),  # the operator
+    }
+    for session_id, (headers, character) in creates.items():
+        sent = {"headers": headers} if headers else {}
+        await projector.bus.command(session_id, "create", args={"character_id": character}, **sent)
+    ends, bound = {}, {}
+    for session_id in creates:
         events = await projector.bus.turns_ended(session_id, 1)
         [created] = [e for e in events if e.type == "session/created"]
         [end] = [e for e in events if e.type == "turn/end"]
         bound[session_id] = (created.payload.owner, created.payload.character_id)
-        if session_id == "bob-s":
-            assert end.payload.outcome != "completed"
-            assert f"no character {alices!r} of yours" in (end.payload.reason or "")
+        ends[session_id] = (end.payload.outcome, end.payload.reason)
     assert bound == {
-        "bob-s": ("bob", None),
+        "bob-s": ("bob", alices),
+        "bob-none": ("bob", "mira-no-such-card"),
         "bob-own": ("bob", "Mira"),  # by name: his own Mira, though Alice has one too
         "alice-s": ("alice", alices),
         "op-s": ("local", alices),
     }
+    assert ends["bob-s"] == ends["bob-none"] == ends["alice-s"]
+    await projector.caught_up("sessions")
+    scenes = {
+        s: await projector.rpc("scene.get", {"session_id": s}, headers=h or auth())
+        for s, (h, _) in creates.items()
+    }
+    own = ("session_id", "chat", "chatId", "lastActivity", "source")  # each session's own
+    bobs, nobodys = (
+        {k: v for k, v in scenes[s].items() if k not in own} for s in ("bob-s", "bob-none")
+    )
+    assert bobs == nobodys, "Alice's card reads as no card at all"
+    assert scenes["alice-s"]["character"] == "Mira"
+    assert "Mira" not in json.dumps(scenes["bob-s"])
 
 
 async def test_assets_from_before_owners_are_the_local_owners_and_replay_keeps_every_owner(

@@ -19,16 +19,3 @@ def creator(principals: list[Principal | None]) -> str | None:
     """Who a new session belongs to: the owner of the first authenticated input's principal."""
     return next((p.owner for p in principals if p is not None), None)
 
-
-def foreign_character(
-    sender: Principal | None, owner: str, owners: dict[str, str | None]
-) -> str | None:
-    """Why a `create` may not bind the characters whose owners the projector gave (None: it
-    may). Only the operator binds a session to a card of another user; a card the projector
-    does not know yet (None) is left to its reads, which answer only the session's owner."""
-    if sender is not None and sender.kind == "operator":
-        return None
-    for character, found in owners.items():
-        if found is not None and found != owner:
-            return f"/create: no character {character!r} of yours (it belongs to another user)"
-    return None
