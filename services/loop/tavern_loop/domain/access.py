@@ -18,4 +18,3 @@ def input_refusal(principal: Principal | None, auth_error: str | None, owner: st
 def creator(principals: list[Principal | None]) -> str | None:
     """Who a new session belongs to: the owner of the first authenticated input's principal."""
     return next((p.owner for p in principals if p is not None), None)
-
